@@ -1,0 +1,3 @@
+from adaserve.cli import main
+
+main()

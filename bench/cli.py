@@ -1,0 +1,16 @@
+"""``adaserve bench ...``: benchmarks that print figures (never asserted in tests)."""
+
+from __future__ import annotations
+
+import typer
+
+from adaserve.bench import broker, mosel, orloj, overhead, planner
+
+bench_app = typer.Typer(help="Benchmarks: each prints its figures (``--json`` for one JSON object).", no_args_is_help=True)
+
+for module in (overhead, broker, planner, orloj, mosel):
+    module.register(bench_app)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(bench_app, name="bench")

@@ -1,0 +1,26 @@
+"""The wire contract and the Redis transport every adaserve part imports."""
+
+from adaserve.broker.codec import decode, encode, peek, unpack, validate
+from adaserve.broker.connection import connect
+from adaserve.broker.errors import (
+    AdaserveError, ConfigError, EmbeddedServerError, InvalidMessage, JobTimeout, LimitExceeded,
+    ModelNotFound, ServerUnsupported,
+)
+from adaserve.broker.events import EVENT_TYPES, Event
+from adaserve.broker.finalize import Ending, Finalizer
+from adaserve.broker.keys import PLANNER_GROUP, Keys
+from adaserve.broker.messages import (
+    SCHEMA_VERSION, Batch, BatchItem, Generation, Job, Placement, Plan, Request, Result, Slo, Timings,
+)
+from adaserve.broker.probe import ServerInfo, probe
+from adaserve.broker.settings import Limits, Settings, load_limits, load_settings
+from adaserve.broker.tensors import Tensor
+
+__all__ = [
+    "SCHEMA_VERSION", "EVENT_TYPES", "PLANNER_GROUP",
+    "AdaserveError", "ConfigError", "EmbeddedServerError", "InvalidMessage", "JobTimeout",
+    "LimitExceeded", "ModelNotFound", "ServerUnsupported",
+    "Batch", "BatchItem", "Ending", "Event", "Finalizer", "Generation", "Job", "Keys", "Limits",
+    "Placement", "Plan", "Request", "Result", "ServerInfo", "Settings", "Slo", "Tensor", "Timings",
+    "connect", "decode", "encode", "load_limits", "load_settings", "peek", "probe", "unpack", "validate",
+]

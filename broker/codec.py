@@ -1,0 +1,114 @@
+"""msgpack codec: pydantic models <-> the bytes in a stream entry's ``m`` field.
+
+Decoding enforces the limits (message bytes first, then msgpack container sizes, then the
+schema with the tensor, request and deadline limits) and raises only ``InvalidMessage``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, overload
+
+import msgpack
+from pydantic import BaseModel, ValidationError
+
+from adaserve.broker.errors import InvalidMessage, LimitExceeded
+from adaserve.broker.events import EVENT_ADAPTER, Event
+from adaserve.broker.messages import SCHEMA_VERSION, Batch, Job, Message, Result
+from adaserve.broker.settings import Limits
+
+FIELD = b"m"
+_TYPES: dict[str, type[BaseModel]] = {"job": Job, "batch": Batch, "result": Result}
+_DEFAULT = Limits()
+M = TypeVar("M", Job, Batch, Result)
+
+
+def encode(message: BaseModel) -> bytes:
+    return msgpack.packb(message.model_dump(mode="python"), use_bin_type=True)
+
+
+def encode_map(body: dict[str, Any]) -> bytes:
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def unpack(raw: bytes, limits: Limits = _DEFAULT) -> dict[str, Any]:
+    """Bytes -> the raw map, with size limits but no schema."""
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise InvalidMessage("undecodable", f"expected bytes, got {type(raw).__name__}")
+    if len(raw) > limits.max_message_bytes:
+        raise LimitExceeded(f"message of {len(raw)} bytes exceeds {limits.max_message_bytes}")
+    n = limits.max_requests_per_job + 64
+    try:
+        body = msgpack.unpackb(
+            raw, raw=False, strict_map_key=True, max_bin_len=limits.max_message_bytes,
+            max_str_len=1 << 20, max_array_len=max(n, 64), max_map_len=max(n, 256), max_ext_len=0,
+        )
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise InvalidMessage("undecodable", f"not a msgpack message: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidMessage("schema", "a message must be a msgpack map")
+    return body
+
+
+@overload
+def decode(raw: bytes, limits: Limits = ..., *, expect: type[M]) -> M: ...
+@overload
+def decode(raw: bytes, limits: Limits = ..., *, expect: None = None) -> Message: ...
+def decode(raw: bytes, limits: Limits = _DEFAULT, *, expect: type[BaseModel] | None = None) -> Any:
+    return validate(unpack(raw, limits), limits, expect=expect)
+
+
+def validate(body: dict[str, Any], limits: Limits = _DEFAULT, *, expect: type[BaseModel] | None = None) -> Any:
+    if body.get("v") != SCHEMA_VERSION:
+        raise InvalidMessage("version", f"schema version {body.get('v')!r} is not {SCHEMA_VERSION}")
+    kind = body.get("type")
+    ctx = {"limits": limits}
+    try:
+        if kind == "event":
+            msg: Any = EVENT_ADAPTER.validate_python(body, context=ctx)
+        elif kind in _TYPES:
+            msg = _TYPES[kind].model_validate(body, context=ctx)
+        else:
+            raise InvalidMessage("schema", f"unknown message type {kind!r}")
+    except ValidationError as exc:
+        raise InvalidMessage(_reason(exc), _explain(exc)) from None
+    if expect is not None and not isinstance(msg, expect):
+        raise InvalidMessage("schema", f"expected a {expect.__name__.lower()}, got {kind!r}")
+    return msg
+
+
+def decode_event(raw: bytes) -> Event:
+    return decode(raw)  # type: ignore[return-value]
+
+
+def peek(raw: Any) -> dict[str, Any]:
+    """Best-effort ids of an undecodable or invalid message, to address a rejection."""
+    try:
+        body = msgpack.unpackb(raw, raw=False, max_bin_len=1 << 24, max_str_len=1 << 16)
+    except Exception:  # noqa: BLE001 - anything goes wrong: nothing to peek at
+        return {}
+    if not isinstance(body, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key in ("id", "app", "reply_to", "run", "model"):
+        val = body.get(key)
+        if isinstance(val, str) and len(val) <= 256:
+            out[key] = val
+    reqs = body.get("requests")
+    if isinstance(reqs, list):
+        out["requests"] = len(reqs)
+        out["request_ids"] = [r.get("id") for r in reqs if isinstance(r, dict) and isinstance(r.get("id"), str)]
+    return out
+
+
+def _reason(exc: ValidationError) -> str:
+    text = str(exc)
+    return "limit" if ("exceed" in text or "outside" in text) else "schema"
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    more = exc.error_count() - 3
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

@@ -1,0 +1,167 @@
+"""Typed telemetry events on ``{ns}:telemetry``; ``event`` is the discriminator.
+
+Every event carries ``ts`` (ms since the epoch, server clock where the server stamped it) and the
+ids that make it idempotent for a reader (job, request, batch or worker id).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Ev(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: Literal[1] = 1
+    type: Literal["event"] = "event"
+    ts: float
+
+
+class JobAccepted(_Ev):
+    event: Literal["job.accepted"] = "job.accepted"
+    job_id: str
+    app: str
+    model: str
+    run: str = ""
+    requests: int
+    deadline_ms: float
+
+
+class JobRejected(_Ev):
+    event: Literal["job.rejected"] = "job.rejected"
+    job_id: str
+    app: str = ""
+    run: str = ""
+    requests: int = 1
+    reason: str
+    detail: str = ""
+
+
+class JobExpired(_Ev):
+    event: Literal["job.expired"] = "job.expired"
+    job_id: str
+    app: str
+    run: str = ""
+    request_ids: list[str]
+    reason: str = "deadline"
+
+
+class JobCompleted(_Ev):
+    """The job's last request reached a terminal state (whatever the states are)."""
+
+    event: Literal["job.completed"] = "job.completed"
+    job_id: str
+    app: str
+    model: str = ""
+    run: str = ""
+    requests: int
+    completed: int = 0
+    expired: int = 0
+    failed: int = 0
+    rejected: int = 0
+    latency_ms: float
+    deadline_met: bool
+
+
+class JobPlanned(_Ev):
+    event: Literal["job.planned"] = "job.planned"
+    job_id: str
+    variant: str
+    pool: str
+
+
+class BatchDispatched(_Ev):
+    event: Literal["batch.dispatched"] = "batch.dispatched"
+    batch_id: str
+    pool: str
+    model: str
+    variant: str = "default"
+    size: int
+    predicted_ms: float = 0.0
+
+
+class RequestTiming(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    job_id: str
+    request_id: str
+    app: str
+    run: str = ""
+    status: str
+    queue_ms: float
+    exec_ms: float
+    total_ms: float
+    exit: int | None = None
+    confidence: float | None = None
+
+
+class BatchFinished(_Ev):
+    event: Literal["batch.finished"] = "batch.finished"
+    batch_id: str
+    pool: str
+    worker: str
+    model: str
+    variant: str = "default"
+    device: str = "cpu"
+    size: int
+    exec_ms: float
+    items: list[RequestTiming]
+
+
+class BatchDeadLettered(_Ev):
+    event: Literal["batch.deadlettered"] = "batch.deadlettered"
+    batch_id: str
+    pool: str
+    deliveries: int
+    reason: str
+
+
+class WorkerHeartbeat(_Ev):
+    event: Literal["worker.heartbeat"] = "worker.heartbeat"
+    worker: str
+    pool: str
+    slots: int
+    busy: int = 0
+    models: list[str] = Field(default_factory=list)
+    device: str = "cpu"
+    gpu: dict[str, float] | None = None
+
+
+class WorkerStopped(_Ev):
+    event: Literal["worker.stopped"] = "worker.stopped"
+    worker: str
+    pool: str
+
+
+class PlannerReplanned(_Ev):
+    event: Literal["planner.replanned"] = "planner.replanned"
+    job_id: str
+    before: str
+    after: str
+    reason: str = ""
+
+
+class ModelSwitched(_Ev):
+    event: Literal["model.switched"] = "model.switched"
+    app: str
+    before: str
+    after: str
+    reason: str = ""
+
+
+Event = Annotated[
+    Union[
+        JobAccepted, JobRejected, JobExpired, JobCompleted, JobPlanned, BatchDispatched,
+        BatchFinished, BatchDeadLettered, WorkerHeartbeat, WorkerStopped, PlannerReplanned,
+        ModelSwitched,
+    ],
+    Field(discriminator="event"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES: tuple[str, ...] = (
+    "job.accepted", "job.rejected", "job.expired", "job.completed", "job.planned",
+    "batch.dispatched", "batch.finished", "batch.deadlettered", "worker.heartbeat",
+    "worker.stopped", "planner.replanned", "model.switched",
+)

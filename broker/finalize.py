@@ -1,0 +1,79 @@
+"""Exactly-once ends of requests, and registration of the jobs they belong to.
+
+A request ends when its job hash gets the flag ``d:<request id>``; the same Lua script that sets
+the flag (HSETNX) publishes the result, counts the status, emits ``job.completed`` when the last
+request of the job ends, and acks the stream entry that produced it. A redelivered batch therefore
+never yields a second result for a request, and a crash between "result published" and "entry
+acked" cannot happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+
+import redis
+
+from adaserve.broker.codec import encode
+from adaserve.broker.keys import Keys
+from adaserve.broker.messages import Job, Result
+from adaserve.broker.settings import Settings
+
+_LUA = files("adaserve.broker").joinpath("finalize.lua").read_text()
+
+
+@dataclass(frozen=True)
+class Ending:
+    """One request's terminal result and the reply channel (``Job.reply_to``) it goes to."""
+
+    result: Result
+    reply_to: str
+
+
+class Finalizer:
+    def __init__(self, r: "redis.Redis[bytes]", settings: Settings) -> None:
+        self._r = r
+        self._keys = Keys(settings.namespace)
+        self._settings = settings
+        self._script = r.register_script(_LUA)
+        self._register = r.register_script(_REGISTER)
+
+    def register(self, job: Job, entry_id: str, submitted_ms: float) -> int:
+        """Create the job hash once. Returns 1 for a new job, 0 for a redelivery of the same
+        stream entry (counters kept), -1 when another entry already used this job id."""
+        args: list[object] = [entry_id, len(job.requests)]
+        for kv in (("id", job.id), ("app", job.app), ("model", job.model), ("run", job.run),
+                   ("remaining", len(job.requests)), ("submitted_ms", submitted_ms),
+                   ("deadline_ms", job.slo.deadline_ms)):
+            args += kv
+        args.append(self._settings.result_ttl_s)
+        return int(self._register(keys=[self._keys.job(job.id)], args=args))
+
+    def end(
+        self, endings: Sequence[Ending], *, ack: tuple[str, str, str] | None = None,
+        event: bytes = b"",
+    ) -> int:
+        """Publish each result once, optionally XACK ``(stream, group, id)`` and add ``event``."""
+        keys = [self._keys.telemetry, ack[0] if ack else self._keys.telemetry]
+        args: list[object] = [
+            ack[1] if ack else "", ack[2] if ack else "", self._settings.telemetry_maxlen,
+            self._settings.stream_maxlen, self._settings.result_ttl_s, event,
+        ]
+        for e in endings:
+            keys += [self._keys.job(e.result.job_id), self._keys.reply(e.reply_to)]
+            args += [e.result.request_id, e.result.status, encode(e.result)]
+        return int(self._script(keys=keys, args=args))
+
+
+_REGISTER = """
+local prev = redis.call('HGET', KEYS[1], 'entry')
+if prev then
+  if prev == ARGV[1] then return 0 end
+  return -1
+end
+redis.call('HSET', KEYS[1], 'entry', ARGV[1], 'n', ARGV[2])
+for i = 3, #ARGV - 1, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[#ARGV])
+return 1
+"""

@@ -1,0 +1,58 @@
+"""Every Redis key adaserve uses, built in one place.
+
+All keys of a namespace share the hash tag ``{ns}`` so that multi-key scripts (the finaliser)
+stay within one slot on Redis Cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PLANNER_GROUP = "planners"
+
+
+@dataclass(frozen=True)
+class Keys:
+    namespace: str = "ada"
+
+    @property
+    def _p(self) -> str:
+        return "{" + self.namespace + "}"
+
+    @property
+    def jobs(self) -> str:
+        """Ingress stream: producers XADD jobs here."""
+        return f"{self._p}:jobs"
+
+    def batches(self, pool: str) -> str:
+        """Planned batches for one worker pool; the pool name is the consumer group."""
+        return f"{self._p}:batches:{pool}"
+
+    @property
+    def telemetry(self) -> str:
+        return f"{self._p}:telemetry"
+
+    @property
+    def dead(self) -> str:
+        """Dead letters: reason, source stream and the original bytes."""
+        return f"{self._p}:dead"
+
+    def reply(self, client_id: str) -> str:
+        return f"{self._p}:reply:{client_id}"
+
+    def job(self, job_id: str) -> str:
+        """Per-job hash: request count, remaining, per-status counts and ``d:<request>`` flags."""
+        return f"{self._p}:job:{job_id}"
+
+    @property
+    def workers(self) -> str:
+        """Hash worker id -> last heartbeat (msgpack)."""
+        return f"{self._p}:workers"
+
+    def profile(self, model: str) -> str:
+        return f"{self._p}:profile:{model}"
+
+    @property
+    def rq_queue(self) -> str:
+        """Name of the rq queue of background profiling jobs."""
+        return f"{self.namespace}-profile"

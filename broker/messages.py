@@ -1,0 +1,168 @@
+"""Pydantic models of every message on the wire (schema version ``SCHEMA_VERSION``).
+
+Each stream entry has one field ``m``: a msgpack map ``{"v": 1, "type": <type>, ...body}``
+(see ``codec``). The README documents these maps for producers in other languages.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from adaserve.broker.tensors import Tensor, limits_of
+
+SCHEMA_VERSION = 1
+
+Status = Literal["completed", "expired", "rejected", "failed"]
+Objective = Literal["latency", "accuracy", "throughput", "energy"]
+RequestKind = Literal["forward", "generate"]
+_ID = r"^[A-Za-z0-9_.:\-]+$"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _check_id(v: str, info: ValidationInfo) -> str:
+    cap = limits_of(info).max_id_length
+    if len(v) > cap:
+        raise ValueError(f"id longer than {cap} characters")
+    return v
+
+
+class Slo(_Wire):
+    deadline_ms: float
+    min_accuracy: float = Field(0.0, ge=0.0, le=1.0)
+    objective: Objective = "latency"
+
+    @field_validator("deadline_ms")
+    @classmethod
+    def _deadline(cls, v: float, info: ValidationInfo) -> float:
+        lim = limits_of(info)
+        if not lim.min_deadline_ms <= v <= lim.max_deadline_ms:
+            raise ValueError(f"deadline_ms {v} outside [{lim.min_deadline_ms}, {lim.max_deadline_ms}]")
+        return v
+
+
+class Generation(_Wire):
+    """Parameters of a token-generation request (``kind == "generate"``)."""
+
+    max_new_tokens: int = Field(32, ge=1, le=4096)
+    temperature: float = Field(0.0, ge=0.0, le=10.0)
+
+
+class Request(_Wire):
+    id: str = Field(pattern=_ID, min_length=1)
+    kind: RequestKind = "forward"
+    inputs: dict[str, Tensor]
+    generation: Generation | None = None
+
+    _id = field_validator("id")(_check_id)
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, v: dict[str, Tensor], info: ValidationInfo) -> dict[str, Tensor]:
+        cap = limits_of(info).max_modalities
+        if not v:
+            raise ValueError("a request needs at least one input")
+        if len(v) > cap:
+            raise ValueError(f"{len(v)} inputs exceed the limit of {cap} modalities")
+        return v
+
+
+class Job(_Wire):
+    v: Literal[1] = 1
+    type: Literal["job"] = "job"
+    id: str = Field(pattern=_ID, min_length=1)
+    app: str = Field("default", pattern=_ID, min_length=1, max_length=64)
+    model: str = Field(pattern=_ID, min_length=1, max_length=64)
+    requests: list[Request]
+    slo: Slo
+    reply_to: str = Field(pattern=_ID, min_length=1, max_length=128)
+    priority: int = Field(0, ge=0, le=9)
+    run: str = Field("", max_length=64)
+
+    _id = field_validator("id")(_check_id)
+
+    @field_validator("requests")
+    @classmethod
+    def _requests(cls, v: list[Request], info: ValidationInfo) -> list[Request]:
+        cap = limits_of(info).max_requests_per_job
+        if not v:
+            raise ValueError("a job needs at least one request")
+        if len(v) > cap:
+            raise ValueError(f"{len(v)} requests exceed the limit of {cap} per job")
+        if len({r.id for r in v}) != len(v):
+            raise ValueError("request ids must be unique within a job")
+        return v
+
+
+class Placement(_Wire):
+    pool: str = "cpu"
+    part: int | None = None
+    next_pool: str | None = None
+
+
+class Plan(_Wire):
+    """How a batch is served. Every knob is present from the start; defaults mean 'as built'."""
+
+    modalities: tuple[str, ...] | None = None
+    variant: str = "default"
+    exit: int | None = None
+    placement: Placement = Placement()
+    priority: float = 0.0
+
+
+class BatchItem(_Wire):
+    job_id: str
+    request_id: str
+    app: str
+    reply_to: str
+    run: str = ""
+    inputs: dict[str, Tensor]
+    submitted_ms: float
+    deadline_ms: float
+
+
+class Batch(_Wire):
+    v: Literal[1] = 1
+    type: Literal["batch"] = "batch"
+    id: str
+    model: str
+    plan: Plan
+    items: list[BatchItem]
+    dispatched_ms: float
+
+
+class Timings(_Wire):
+    submitted_ms: float
+    dispatched_ms: float | None = None
+    started_ms: float | None = None
+    finished_ms: float
+    queue_ms: float | None = None
+    exec_ms: float | None = None
+    total_ms: float
+
+
+class Result(_Wire):
+    v: Literal[1] = 1
+    type: Literal["result"] = "result"
+    job_id: str
+    request_id: str
+    app: str = "default"
+    model: str = ""
+    status: Status
+    reason: str = ""
+    outputs: dict[str, Tensor] = Field(default_factory=dict)
+    prediction: int | None = None
+    confidence: float | None = None
+    exit: int | None = None
+    plan: Plan | None = None
+    worker: str = ""
+    timings: Timings
+
+
+from adaserve.broker.events import Event  # noqa: E402  (events import Plan-free types only)
+
+Message = Job | Batch | Result | Event

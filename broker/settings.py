@@ -1,0 +1,99 @@
+"""Settings, read from ``ADASERVE_*`` environment variables and validated at construction."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from adaserve.broker.errors import ConfigError
+
+ALL_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "adaserve"
+
+
+class Limits(BaseSettings):
+    """Bounds on every size a producer controls; checked by the SDK and again by the planner."""
+
+    model_config = SettingsConfigDict(env_prefix="ADASERVE_LIMIT_", frozen=True)
+
+    max_message_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    max_requests_per_job: int = Field(1024, ge=1)
+    max_tensor_elements: int = Field(1 << 20, ge=1)
+    max_modalities: int = Field(8, ge=1)
+    max_id_length: int = Field(128, ge=8)
+    min_deadline_ms: float = Field(1.0, gt=0)
+    max_deadline_ms: float = Field(3_600_000.0, gt=0)
+    allowed_dtypes: tuple[str, ...] = ALL_DTYPES
+
+    @model_validator(mode="after")
+    def _check(self) -> "Limits":
+        if self.min_deadline_ms >= self.max_deadline_ms:
+            raise ValueError("min_deadline_ms must be below max_deadline_ms")
+        unknown = set(self.allowed_dtypes) - set(ALL_DTYPES)
+        if unknown:
+            raise ValueError(f"unknown dtypes in allowed_dtypes: {sorted(unknown)}")
+        return self
+
+
+class Settings(BaseSettings):
+    """Where the server is and how adaserve names things on it.
+
+    ``redis_url`` empty means "start the embedded server" for the commands that can
+    (``adaserve up`` and ``adaserve demo``); every other command needs a URL.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="ADASERVE_", frozen=True)
+
+    redis_url: str = ""
+    namespace: str = "ada"
+    data_dir: Path = Field(default_factory=default_data_dir)
+    block_ms: int = Field(100, ge=1, le=60_000)
+    heartbeat_s: float = Field(1.0, gt=0)
+    worker_ttl_s: float = Field(5.0, gt=0)
+    reclaim_idle_ms: int = Field(10_000, ge=100)
+    max_deliveries: int = Field(3, ge=1)
+    stream_maxlen: int = Field(100_000, ge=100)
+    telemetry_maxlen: int = Field(1_000_000, ge=1000)
+    result_ttl_s: int = Field(3600, ge=10)
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        if not v or len(v) > 32 or not all(c.isalnum() or c in "-_" for c in v):
+            raise ValueError("namespace must be 1-32 characters of [A-Za-z0-9_-]")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if v and not v.startswith(("redis://", "rediss://", "unix://", "valkey://")):
+            raise ValueError("redis_url must start with redis://, rediss://, unix:// or valkey://")
+        return v.replace("valkey://", "redis://", 1) if v.startswith("valkey://") else v
+
+    @model_validator(mode="after")
+    def _times(self) -> "Settings":
+        if self.worker_ttl_s <= self.heartbeat_s:
+            raise ValueError("worker_ttl_s must exceed heartbeat_s")
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build ``Settings`` from the environment plus overrides, raising ``ConfigError``."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(f"invalid adaserve settings: {exc}") from None
+
+
+def load_limits(**overrides: object) -> Limits:
+    try:
+        return Limits(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(f"invalid adaserve limits: {exc}") from None

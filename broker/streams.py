@@ -1,0 +1,116 @@
+"""Redis Streams primitives: groups, blocking group reads, ack, reclaim, dead letters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import redis
+
+from adaserve.broker.codec import FIELD, encode_map
+
+
+@dataclass(frozen=True)
+class Entry:
+    stream: str
+    id: str
+    raw: bytes | None  # None when the entry was trimmed or deleted while pending
+
+    @property
+    def ms(self) -> int:
+        """Server arrival time of the entry, from its id."""
+        return int(self.id.split("-", 1)[0])
+
+
+def _s(x: bytes | str) -> str:
+    return x.decode() if isinstance(x, bytes) else x
+
+
+def ensure_group(r: "redis.Redis[bytes]", stream: str, group: str, start: str = "0") -> bool:
+    """Create ``group`` on ``stream`` (and the stream); False when it already existed."""
+    try:
+        r.xgroup_create(stream, group, id=start, mkstream=True)
+        return True
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" in str(exc):
+            return False
+        raise
+
+
+def publish(r: "redis.Redis[bytes]", stream: str, raw: bytes, maxlen: int | None = None) -> str:
+    return _s(r.xadd(stream, {FIELD: raw}, maxlen=maxlen, approximate=True))
+
+
+def _entries(reply: object) -> list[Entry]:
+    out: list[Entry] = []
+    if not reply:
+        return out
+    items = reply.items() if isinstance(reply, dict) else reply  # RESP3 maps vs RESP2 lists
+    for stream, msgs in items:  # type: ignore[union-attr]
+        if isinstance(msgs, list) and msgs and isinstance(msgs[0], list) and not isinstance(msgs[0][0], (bytes, str)):
+            msgs = msgs[0]
+        for mid, fields in msgs:
+            raw = None if fields is None else fields.get(FIELD)
+            out.append(Entry(_s(stream), _s(mid), raw))
+    return out
+
+
+def read_group(
+    r: "redis.Redis[bytes]", streams: dict[str, str] | list[str], group: str, consumer: str,
+    *, count: int = 64, block_ms: int | None = None,
+) -> list[Entry]:
+    """XREADGROUP of new entries (``>``), or of this consumer's own pending ones with ids."""
+    ids = streams if isinstance(streams, dict) else {s: ">" for s in streams}
+    return _entries(r.xreadgroup(group, consumer, ids, count=count, block=block_ms))
+
+
+def read(r: "redis.Redis[bytes]", streams: dict[str, str], *, count: int = 512, block_ms: int | None = None) -> list[Entry]:
+    """Plain XREAD (no group), e.g. for following telemetry or a reply stream."""
+    return _entries(r.xread(streams, count=count, block=block_ms))
+
+
+def ack(r: "redis.Redis[bytes]", stream: str, group: str, *ids: str) -> int:
+    return int(r.xack(stream, group, *ids)) if ids else 0
+
+
+def reclaim(
+    r: "redis.Redis[bytes]", stream: str, group: str, consumer: str, *, min_idle_ms: int, count: int = 100,
+) -> Iterator[Entry]:
+    """Claim every entry idle past ``min_idle_ms``, walking XAUTOCLAIM's cursor to the end.
+
+    Entries deleted while pending come back with ``raw=None`` (Redis 7 lists them separately;
+    their PEL slots are already dropped by the server).
+    """
+    cursor = "0-0"
+    while True:
+        reply = r.xautoclaim(stream, group, consumer, min_idle_time=min_idle_ms, start_id=cursor, count=count)
+        cursor = _s(reply[0])
+        for mid, fields in reply[1]:
+            yield Entry(stream, _s(mid), None if fields is None else fields.get(FIELD))
+        for mid in (reply[2] if len(reply) > 2 else []):
+            yield Entry(stream, _s(mid), None)
+        if cursor == "0-0":
+            return
+
+
+def deliveries(r: "redis.Redis[bytes]", stream: str, group: str, entry_id: str) -> int:
+    """How many times the group has delivered ``entry_id`` (0 when it is not pending)."""
+    rows = r.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
+    return int(rows[0]["times_delivered"]) if rows else 0
+
+
+def dead_letter(
+    r: "redis.Redis[bytes]", dead_stream: str, *, reason: str, detail: str, source: str,
+    entry_id: str, raw: bytes | None, maxlen: int = 100_000,
+) -> str:
+    """Keep the original bytes with why they could not be served; readable with ``adaserve dead``."""
+    fields = {
+        b"reason": reason.encode(), b"detail": detail.encode()[:4096], b"source": source.encode(),
+        b"entry": entry_id.encode(), b"ts": str(int(time.time() * 1000)).encode(), b"raw": raw or b"",
+    }
+    return _s(r.xadd(dead_stream, fields, maxlen=maxlen, approximate=True))
+
+
+def event_bytes(**body: object) -> bytes:
+    return encode_map({"v": 1, "type": "event", **body})

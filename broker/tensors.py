@@ -1,0 +1,66 @@
+"""The wire form of a tensor: ``{dtype, shape, data}``, little-endian, C order."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
+
+from adaserve.broker.settings import ALL_DTYPES, Limits
+
+_DEFAULT_LIMITS = Limits()
+
+
+def limits_of(info: ValidationInfo) -> Limits:
+    ctx = info.context or {}
+    lim = ctx.get("limits")
+    return lim if isinstance(lim, Limits) else _DEFAULT_LIMITS
+
+
+class Tensor(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: bytes
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str, info: ValidationInfo) -> str:
+        allowed = limits_of(info).allowed_dtypes
+        if v not in ALL_DTYPES or v not in allowed:
+            raise ValueError(f"dtype {v!r} not allowed (allowed: {', '.join(allowed)})")
+        return v
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, v: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
+        if len(v) > 8 or any(d < 0 for d in v):
+            raise ValueError("shape must have at most 8 non-negative dimensions")
+        n = math.prod(v)
+        cap = limits_of(info).max_tensor_elements
+        if n > cap:
+            raise ValueError(f"tensor of {n} elements exceeds the limit of {cap}")
+        return v
+
+    @model_validator(mode="after")
+    def _size(self) -> "Tensor":
+        want = math.prod(self.shape) * np.dtype(self.dtype).itemsize
+        if len(self.data) != want:
+            raise ValueError(f"data holds {len(self.data)} bytes, shape and dtype need {want}")
+        return self
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray) -> "Tensor":
+        a = np.ascontiguousarray(array)
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        a = a.astype(dt, copy=False)
+        return cls.model_construct(dtype=str(a.dtype), shape=tuple(a.shape), data=a.tobytes())
+
+    def to_numpy(self) -> np.ndarray:
+        return np.frombuffer(self.data, dtype=np.dtype(self.dtype).newbyteorder("<")).reshape(self.shape)
+
+    def wire(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": list(self.shape), "data": self.data}

@@ -1,0 +1,1 @@
+"""Discrete-event simulator driving the planner's real scheduling code with a virtual clock."""

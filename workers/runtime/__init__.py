@@ -1,0 +1,11 @@
+"""Model runtimes: load a built model variant on a device and run batches of it.
+
+``load_runner(model, variant, device, data_dir)`` is the only entry point workers and the
+profiler use; it returns a ``Runner`` whatever the family (onnxruntime for ONNX variants, torch
+for the early-exit language models).
+"""
+
+from adaserve.workers.runtime.base import RunOutput, Runner, choose_providers
+from adaserve.workers.runtime.loader import available_models, load_runner
+
+__all__ = ["RunOutput", "Runner", "available_models", "choose_providers", "load_runner"]
