@@ -7,6 +7,7 @@
     │   └── LimitExceeded         a producer-controlled size above its configured limit
     ├── ServerUnsupported         the Redis-compatible server lacks a required command
     ├── ModelNotFound             a model or variant with no built artifact
+    ├── ModelLoadError            a built model that the runtime could not load
     ├── JobTimeout                ``JobHandle.result`` ran out of time before every request ended
     └── EmbeddedServerError       the embedded server could not be started
 
@@ -48,6 +49,10 @@ class ServerUnsupported(AdaserveError):
 
 class ModelNotFound(AdaserveError):
     """No built artifact for a model or variant."""
+
+
+class ModelLoadError(AdaserveError):
+    """A built model the runtime failed to load (corrupt artifact, missing provider, ...)."""
 
 
 class JobTimeout(AdaserveError):

@@ -6,7 +6,7 @@ ids that make it idempotent for a reader (job, request, batch or worker id).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -125,6 +125,9 @@ class WorkerHeartbeat(_Ev):
     slots: int
     busy: int = 0
     models: list[str] = Field(default_factory=list)
+    # model -> input name -> {"shape": per-sample shape, "dtype": ...}: lets the planner reject
+    # a malformed request before it can fail a whole batch of other producers' requests.
+    inputs: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     device: str = "cpu"
     gpu: dict[str, float] | None = None
 

@@ -39,16 +39,19 @@ class Finalizer:
         self._script = r.register_script(_LUA)
         self._register = r.register_script(_REGISTER)
 
-    def register(self, job: Job, entry_id: str, submitted_ms: float) -> int:
+    def register(self, job: Job, entry_id: str, submitted_ms: float, *,
+                 pipe: "redis.client.Pipeline[bytes] | None" = None) -> int:
         """Create the job hash once. Returns 1 for a new job, 0 for a redelivery of the same
-        stream entry (counters kept), -1 when another entry already used this job id."""
+        stream entry (counters kept), -1 when another entry already used this job id. With
+        ``pipe`` the call is queued there and the code comes back from ``pipe.execute()``."""
         args: list[object] = [entry_id, len(job.requests)]
         for kv in (("id", job.id), ("app", job.app), ("model", job.model), ("run", job.run),
                    ("remaining", len(job.requests)), ("submitted_ms", submitted_ms),
                    ("deadline_ms", job.slo.deadline_ms)):
             args += kv
         args.append(self._settings.result_ttl_s)
-        return int(self._register(keys=[self._keys.job(job.id)], args=args))
+        out = self._register(keys=[self._keys.job(job.id)], args=args, client=pipe)
+        return 0 if pipe is not None else int(out)
 
     def end(
         self, endings: Sequence[Ending], *, ack: tuple[str, str, str] | None = None,

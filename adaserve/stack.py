@@ -1,0 +1,125 @@
+"""``adaserve up``: the whole pipeline on one machine, as child processes.
+
+With no ``ADASERVE_REDIS_URL`` it starts the embedded server (AOF on, data under the data
+directory); then a planner and N CPU workers (plus a GPU worker when a GPU is visible), each a
+plain ``python -m adaserve ...`` process so that what runs here is what runs in a container.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+from adaserve.broker import Settings, connect, load_settings
+from adaserve.broker.errors import AdaserveError
+from adaserve.broker.keys import Keys
+from adaserve.embedded import EmbeddedServer
+
+log = logging.getLogger("adaserve.stack")
+
+
+class Stack:
+    def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
+                 policy: str = "edf", worker_threads: int = 0, slots: int = 2, log_dir: Path | None = None) -> None:
+        if cpu_workers < 0:
+            raise ValueError("cpu_workers must be >= 0")
+        self.settings = settings
+        self.cpu_workers, self.policy, self.slots = cpu_workers, policy, slots
+        self.worker_threads = worker_threads
+        self.gpu_worker = gpu_worker
+        self.log_dir = log_dir or settings.data_dir / "logs"
+        self.server: EmbeddedServer | None = None
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    @property
+    def embedded(self) -> bool:
+        return self.server is not None
+
+    def start(self) -> "Stack":
+        if not self.settings.redis_url:
+            self.server = EmbeddedServer(self.settings.data_dir / "server", persist=True).start()
+            self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,
+               "ADASERVE_NAMESPACE": self.settings.namespace, "ADASERVE_DATA_DIR": str(self.settings.data_dir)}
+        self._spawn("planner", ["planner", "--policy", self.policy], env)
+        worker = ["worker", "--pool", "cpu", "--slots", str(self.slots)]
+        if self.worker_threads:
+            worker += ["--threads", str(self.worker_threads)]
+        for i in range(self.cpu_workers):
+            self._spawn(f"worker-cpu-{i}", worker, env)
+        if self.gpu_worker if self.gpu_worker is not None else _gpu_visible():
+            self._spawn("worker-gpu-0", ["worker", "--pool", "gpu", "--slots", str(self.slots)], env)
+        return self
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child for its life
+        proc = subprocess.Popen([sys.executable, "-m", "adaserve", *args], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.children.append((name, proc))
+
+    def wait_ready(self, timeout_s: float = 120.0) -> int:
+        """Block until every worker has sent a heartbeat with its models loaded; returns the count."""
+        want = sum(1 for n, _ in self.children if n.startswith("worker"))
+        r = connect(self.settings)
+        keys = Keys(self.settings.namespace)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                self.check()
+                ready = sum(1 for raw in r.hvals(keys.workers) if b"models" in raw and _has_models(raw))
+                if ready >= want:
+                    return ready
+                time.sleep(0.1)
+        finally:
+            r.close()
+        raise AdaserveError(f"workers not ready after {timeout_s:.0f} s; see logs in {self.log_dir}")
+
+    def check(self) -> None:
+        """Raise when a child has died (its log says why)."""
+        for name, proc in self.children:
+            if proc.poll() is not None:
+                raise AdaserveError(f"{name} exited with code {proc.returncode}; see {self.log_dir / (name + '.log')}")
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        for _, proc in self.children:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for _, proc in self.children:
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self.children.clear()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def __enter__(self) -> "Stack":
+        return self.start()
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def _has_models(raw: bytes) -> bool:
+    import msgpack
+
+    try:
+        return bool(msgpack.unpackb(raw, raw=False).get("models"))
+    except Exception:  # noqa: BLE001 - a half-written entry means "not ready yet"
+        return False
+
+
+def _gpu_visible() -> bool:
+    from adaserve.workers.runtime.base import gpu_present
+
+    return gpu_present()

@@ -1,0 +1,47 @@
+"""Rejections: a bad job gets a ``rejected`` result per request it named, a dead letter with
+the original bytes, and a ``job.rejected`` event; the planner itself never fails on input."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import redis
+
+from adaserve.broker import streams
+from adaserve.broker.codec import encode, peek
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.keys import Keys
+from adaserve.broker.messages import Result, Timings
+from adaserve.broker.settings import Settings
+
+_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+def reject(
+    pipe: "redis.client.Pipeline[bytes]", keys: Keys, settings: Settings, *, entry_id: str, entry_ms: float,
+    raw: bytes | None, error: InvalidMessage, now_ms: float,
+) -> None:
+    """Queue on ``pipe`` everything a rejection writes (the caller acks and executes)."""
+    info: dict[str, Any] = peek(raw) if raw is not None else {}
+    job_id = info.get("id", "") if _ID.match(info.get("id", "")) else ""
+    reply_to = info.get("reply_to", "")
+    ids = [i for i in info.get("request_ids", []) if isinstance(i, str) and _ID.match(i)] or [""]
+    reason = f"{error.reason}: {error.detail}"
+    streams_raw = raw if raw is not None else b""
+    pipe.xadd(keys.dead, {
+        b"reason": error.reason.encode(), b"detail": error.detail.encode()[:4096], b"source": keys.jobs.encode(),
+        b"entry": entry_id.encode(), b"ts": str(int(now_ms)).encode(), b"raw": streams_raw,
+    }, maxlen=settings.stream_maxlen, approximate=True)
+    if job_id and _ID.match(reply_to):
+        timings = Timings(submitted_ms=entry_ms, finished_ms=now_ms, total_ms=max(now_ms - entry_ms, 0.0))
+        for rid in ids:
+            res = Result(job_id=job_id, request_id=rid, app=str(info.get("app", "default"))[:64],
+                         model=str(info.get("model", ""))[:64], status="rejected", reason=reason, timings=timings)
+            pipe.xadd(keys.reply(reply_to), {b"m": encode(res)}, maxlen=settings.stream_maxlen, approximate=True)
+        pipe.expire(keys.reply(reply_to), settings.result_ttl_s)
+    pipe.xadd(keys.telemetry, {b"m": streams.event_bytes(
+        event="job.rejected", ts=now_ms, job_id=job_id, app=str(info.get("app", ""))[:64],
+        run=str(info.get("run", ""))[:64], requests=max(int(info.get("requests", 1) or 1), 1),
+        reason=error.reason, detail=error.detail[:512],
+    )}, maxlen=settings.telemetry_maxlen, approximate=True)

@@ -1,0 +1,67 @@
+"""Worker pools as the planner sees them: live workers, their slots, the models they serve.
+
+Pure bookkeeping fed by heartbeats; the in-flight count comes from the server (the pool group's
+``lag + pending``), so several planners and planner restarts all agree on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from adaserve.broker.events import WorkerHeartbeat
+
+
+@dataclass
+class PoolView:
+    name: str
+    slots: int = 0
+    inflight: int = 0
+    models: set[str] = field(default_factory=set)
+
+    @property
+    def free(self) -> int:
+        return max(self.slots - self.inflight, 0)
+
+
+class Pools:
+    def __init__(self, ttl_s: float) -> None:
+        self._ttl_ms = ttl_s * 1000.0
+        self._workers: dict[str, WorkerHeartbeat] = {}
+        self.views: dict[str, PoolView] = {}
+        self.inputs: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def heartbeat(self, hb: WorkerHeartbeat) -> None:
+        prev = self._workers.get(hb.worker)
+        if prev is None or hb.ts >= prev.ts:
+            self._workers[hb.worker] = hb
+
+    def forget(self, worker: str) -> None:
+        self._workers.pop(worker, None)
+
+    def refresh(self, now_ms: float) -> None:
+        """Rebuild the pool views from heartbeats younger than the TTL."""
+        self._workers = {w: hb for w, hb in self._workers.items() if now_ms - hb.ts <= self._ttl_ms}
+        views: dict[str, PoolView] = {}
+        inputs: dict[str, dict[str, dict[str, Any]]] = {}
+        for hb in self._workers.values():
+            v = views.setdefault(hb.pool, PoolView(hb.pool))
+            v.slots += hb.slots
+            v.models.update(hb.models)
+            inputs.update(hb.inputs)
+        for name, v in views.items():
+            old = self.views.get(name)
+            v.inflight = old.inflight if old else 0
+        self.views, self.inputs = views, inputs
+
+    def serving(self, model: str) -> list[PoolView]:
+        """Pools that serve ``model``, those with a GPU first."""
+        out = [v for v in self.views.values() if model in v.models]
+        return sorted(out, key=lambda v: (not v.name.startswith("gpu"), v.name))
+
+    def known(self, model: str) -> bool:
+        return any(model in v.models for v in self.views.values())
+
+    @property
+    def workers(self) -> int:
+        return len(self._workers)

@@ -1,0 +1,337 @@
+"""The live planner: a thin I/O loop around the pure schedulers.
+
+Each iteration reads new jobs (XREADGROUP on the ingress stream) and telemetry (heartbeats and
+``batch.finished`` feedback), asks the model's scheduler for a batch whenever a pool that serves
+the model has a free slot, publishes the batch, ends expired requests and acks a job's ingress
+entry once all its requests have left the planner. When every slot is busy it blocks on telemetry,
+because only a finished batch can free a slot; when nothing waits it blocks on ingress.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+
+from adaserve.broker import streams
+from adaserve.broker.codec import decode
+from adaserve.broker.connection import connect
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
+from adaserve.broker.finalize import Finalizer
+from adaserve.broker.keys import PLANNER_GROUP, Keys
+from adaserve.broker.messages import Job
+from adaserve.broker.profiles import Profile
+from adaserve.broker.settings import Limits, Settings
+from adaserve.planner.admission import reject
+from adaserve.planner.core import Feedback, Pending, Scheduler
+from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
+from adaserve.planner.pools import Pools
+from adaserve.planner.state import Ewma, HeldJob, Inflight
+from adaserve.planner.validate import check_job
+
+log = logging.getLogger("adaserve.planner")
+SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    policy: str = "edf"
+    max_batch: int = 32
+    read_count: int = 256
+    name: str = ""
+
+    def consumer(self) -> str:
+        return self.name or f"planner-{socket.gethostname()}-{os.getpid()}"
+
+
+def default_factory(policy: str) -> SchedulerFactory:
+    def make(model: str, profile: Profile | None) -> Scheduler:
+        if policy == "edf":
+            from adaserve.planner.edf import EdfScheduler
+
+            return EdfScheduler()
+        from adaserve.planner.policies import make_scheduler
+
+        return make_scheduler(policy, model=model, profile=profile)
+
+    return make
+
+
+class Planner:
+    def __init__(self, settings: Settings, config: PlannerConfig | None = None, *, limits: Limits | None = None,
+                 factory: SchedulerFactory | None = None) -> None:
+        self.settings, self.config = settings, config or PlannerConfig()
+        self.limits = limits or Limits()
+        self.keys = Keys(settings.namespace)
+        self.r = connect(settings, block_ms=max(settings.block_ms, 500))
+        self.fin = Finalizer(self.r, settings)
+        self.consumer = self.config.consumer()
+        self.factory = factory or default_factory(self.config.policy)
+        self.scheds: dict[str, Scheduler] = {}
+        self.held: dict[str, HeldJob] = {}
+        self.pools = Pools(settings.worker_ttl_s)
+        self.inflight = Inflight()
+        self.wait = {}  # type: dict[str, Ewma]
+        self._offset_ms = 0.0
+        self._tele_last = "0-0"
+        self._next_clock = self._next_touch = 0.0
+        self._known_groups: set[str] = set()
+        self._pipe = self.r.pipeline(transaction=False)
+
+    # -- clock -------------------------------------------------------------------------------
+    def now_ms(self) -> float:
+        return time.time() * 1000.0 + self._offset_ms
+
+    def _sync_clock(self) -> None:
+        # Deadlines are in server time (the ingress entry id); align the local clock to it.
+        t0 = time.time()
+        sec, usec = self.r.time()
+        t1 = time.time()
+        self._offset_ms = (sec * 1000.0 + usec / 1000.0) - (t0 + t1) * 500.0
+        self._next_clock = t1 + 30.0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        streams.ensure_group(self.r, self.keys.jobs, PLANNER_GROUP)
+        self._sync_clock()
+        last = self.r.xrevrange(self.keys.telemetry, count=1)
+        self._tele_last = last[0][0].decode() if last else "0-0"
+        for raw in self.r.hvals(self.keys.workers):
+            try:
+                self.pools.heartbeat(WorkerHeartbeat.model_validate(decode_map(raw)))
+            except Exception:  # noqa: BLE001 - a stale or foreign entry in the hash is skipped
+                continue
+        self._reclaim()
+
+    def run(self, stop: threading.Event) -> None:
+        self.start()
+        log.info("planner %s up (policy %s)", self.consumer, self.config.policy)
+        while not stop.is_set():
+            self.step()
+
+    def step(self) -> None:
+        now_ms = self.now_ms()
+        self.pools.refresh(now_ms)
+        pending = any(len(s) for s in self.scheds.values())
+        free = self._refresh_inflight() if pending else True
+        if self.pools.workers == 0:
+            self._read_telemetry(block_ms=200)
+        elif pending and not free:
+            self._read_telemetry(block_ms=20)
+            self._read_ingress(block_ms=None)
+        else:
+            self._read_ingress(block_ms=None if pending else self.settings.block_ms)
+            self._read_telemetry(block_ms=None)
+        self._dispatch()
+        self._housekeeping()
+        self._pipe.execute()
+
+    # -- ingress -------------------------------------------------------------------------------
+    def _read_ingress(self, block_ms: int | None) -> None:
+        entries = streams.read_group(self.r, [self.keys.jobs], PLANNER_GROUP, self.consumer,
+                                     count=self.config.read_count, block_ms=block_ms)
+        self._admit(entries)
+
+    def _admit(self, entries: list[streams.Entry]) -> None:
+        now_ms = self.now_ms()
+        valid: list[tuple[streams.Entry, Job]] = []
+        for e in entries:
+            try:
+                if e.raw is None:
+                    raise InvalidMessage("undecodable", "entry has no 'm' field or was deleted")
+                job = decode(e.raw, self.limits, expect=Job)
+                check_job(job, known=self.pools.known(job.model), inputs=self.pools.inputs.get(job.model))
+                valid.append((e, job))
+            except InvalidMessage as exc:
+                reject(self._pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=exc, now_ms=now_ms)
+                self._pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
+        if not valid:
+            return
+        with self.r.pipeline(transaction=False) as p:
+            for e, job in valid:
+                self.fin.register(job, e.id, float(e.ms), pipe=p)
+            for e, job in valid:
+                p.hkeys(self.keys.job(job.id))
+            out = p.execute()
+        regs, done_keys = out[: len(valid)], out[len(valid):]
+        for (e, job), reg, fields in zip(valid, regs, done_keys):
+            if int(reg) == -1:
+                err = InvalidMessage("duplicate", f"job id {job.id!r} was already submitted")
+                reject(self._pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=err, now_ms=now_ms)
+                self._pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
+                continue
+            done = {f.decode()[2:] for f in fields if f.startswith(b"d:")}
+            self._hold(e, job, done)
+
+    def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:
+        todo = [r for r in job.requests if r.id not in done]
+        held = HeldJob(job, e.id, float(e.ms), len(todo))
+        if not todo:
+            self._pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
+            return
+        self.held[job.id] = held
+        sched = self._sched(job.model)
+        deadline_s = (e.ms + job.slo.deadline_ms) / 1000.0
+        for req in todo:
+            sched.add(Pending(job.id, req.id, job.app, job.model, e.ms / 1000.0, deadline_s,
+                              job.priority, (held, req)), self.now_ms() / 1000.0)
+        self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
+                    requests=len(job.requests), deadline_ms=job.slo.deadline_ms)
+
+    def _sched(self, model: str) -> Scheduler:
+        s = self.scheds.get(model)
+        if s is None:
+            raw = self.r.get(self.keys.profile(model))
+            profile = Profile.from_json(raw) if raw else None
+            s = self.scheds[model] = self.factory(model, profile)
+        return s
+
+    # -- telemetry -----------------------------------------------------------------------------
+    def _read_telemetry(self, block_ms: int | None) -> None:
+        for e in streams.read(self.r, {self.keys.telemetry: self._tele_last}, count=1024, block_ms=block_ms):
+            self._tele_last = e.id
+            if e.raw is None:
+                continue
+            try:
+                ev = decode(e.raw)
+            except InvalidMessage:
+                continue
+            if isinstance(ev, WorkerHeartbeat):
+                self.pools.heartbeat(ev)
+            elif isinstance(ev, WorkerStopped):
+                self.pools.forget(ev.worker)
+            elif isinstance(ev, BatchFinished):
+                self._finished(ev)
+
+    def _finished(self, ev: BatchFinished) -> None:
+        sent = self.inflight.pop(ev.batch_id)
+        if sent is not None:
+            self.wait.setdefault(ev.pool, Ewma()).add(max(ev.ts - ev.exec_ms - sent[1], 0.0))
+        sched = self.scheds.get(ev.model)
+        if sched is not None:
+            sched.observe(Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
+                                   tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool))
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def _refresh_inflight(self) -> bool:
+        """Read each pool's in-flight count from its group; True when any slot is free."""
+        views = list(self.pools.views.values())
+        for v in views:
+            if v.name not in self._known_groups:
+                streams.ensure_group(self.r, self.keys.batches(v.name), v.name)
+                self._known_groups.add(v.name)
+        with self.r.pipeline(transaction=False) as p:
+            for v in views:
+                p.xinfo_groups(self.keys.batches(v.name))
+            replies = p.execute(raise_on_error=False)
+        for v, groups in zip(views, replies):
+            if isinstance(groups, Exception):
+                continue
+            for g in groups:
+                if _s(g.get("name")) == v.name:
+                    lag = g.get("lag")
+                    v.inflight = int(g.get("pending", 0)) + int(lag if lag is not None else 0)
+        return any(v.free > 0 for v in views)
+
+    def _dispatch(self) -> None:
+        now_ms = self.now_ms()
+        for model, sched in self.scheds.items():
+            ahead = self._ahead_ms(model)
+            self._expire(sched.expire((now_ms + ahead) / 1000.0), now_ms)
+        progress = True
+        while progress:
+            progress = False
+            for pool in sorted(self.pools.views.values(), key=lambda v: -v.free):
+                if pool.free <= 0:
+                    continue
+                ready = [(s.earliest_deadline(), m) for m, s in self.scheds.items() if len(s) and m in pool.models]
+                if not ready:
+                    continue
+                _, model = min(ready)
+                wait_ms = self.wait.get(pool.name, Ewma()).value
+                decision = self.scheds[model].next_batch((now_ms + wait_ms) / 1000.0, self.config.max_batch)
+                self._expire(decision.expired, now_ms)
+                if decision.batch:
+                    self._send(model, pool.name, decision.batch, now_ms, decision.predicted_s)
+                    pool.inflight += 1
+                    progress = True
+
+    def _ahead_ms(self, model: str) -> float:
+        waits = [self.wait[p.name].value for p in self.pools.serving(model) if p.name in self.wait]
+        return min(waits) if waits else 0.0
+
+    def _send(self, model: str, pool: str, items: list[Pending], now_ms: float, predicted_s: float) -> None:
+        batch = build_batch(model, pool, items, now_ms)
+        self._pipe.xadd(self.keys.batches(pool), {b"m": batch_bytes(batch)},
+                        maxlen=self.settings.stream_maxlen, approximate=True)
+        self.inflight.add(batch.id, pool, now_ms)
+        self._event("batch.dispatched", batch_id=batch.id, pool=pool, model=model, variant=batch.plan.variant,
+                    size=len(items), predicted_ms=predicted_s * 1000.0)
+        for p in items:
+            held: HeldJob = p.payload[0]
+            if not held.planned:
+                held.planned = True
+                self._event("job.planned", job_id=held.job.id, variant=batch.plan.variant, pool=pool)
+            self._left(held)
+
+    def _expire(self, items: list[Pending], now_ms: float) -> None:
+        if not items:
+            return
+        endings, by_job = expiries(items, now_ms, "deadline: cannot finish in time")
+        self._pipe.execute()  # results of earlier dispatches first, then the expiry script
+        self.fin.end(endings)
+        for job_id, ps in by_job.items():
+            held: HeldJob = ps[0].payload[0]
+            self._event("job.expired", job_id=job_id, app=held.job.app, run=held.job.run,
+                        request_ids=[p.request_id for p in ps], reason="deadline")
+            for _ in ps:
+                self._left(held)
+
+    def _left(self, held: HeldJob) -> None:
+        held.undispatched -= 1
+        if held.undispatched <= 0:
+            self._pipe.xack(self.keys.jobs, PLANNER_GROUP, held.entry_id)
+            self.held.pop(held.job.id, None)
+
+    # -- housekeeping --------------------------------------------------------------------------
+    def _housekeeping(self) -> None:
+        t = time.time()
+        if t >= self._next_clock:
+            self._sync_clock()
+            self.inflight.prune(self.now_ms() - 10 * self.settings.reclaim_idle_ms)
+        if t >= self._next_touch:
+            self._next_touch = t + self.settings.reclaim_idle_ms / 3000.0
+            ids = [h.entry_id for h in self.held.values()]
+            for i in range(0, len(ids), 500):
+                # Reset the idle time of entries we still hold so no other planner reclaims them.
+                self.r.xclaim(self.keys.jobs, PLANNER_GROUP, self.consumer, 0, ids[i:i + 500], justid=True)
+            self._reclaim()
+
+    def _reclaim(self) -> None:
+        mine = {h.entry_id for h in self.held.values()}
+        got = [e for e in streams.reclaim(self.r, self.keys.jobs, PLANNER_GROUP, self.consumer,
+                                          min_idle_ms=self.settings.reclaim_idle_ms) if e.id not in mine]
+        if got:
+            log.info("reclaimed %d job entries from other planners", len(got))
+            self._admit(got)
+
+    def _event(self, name: str, **body: object) -> None:
+        self._pipe.xadd(self.keys.telemetry, {b"m": streams.event_bytes(event=name, ts=self.now_ms(), **body)},
+                        maxlen=self.settings.telemetry_maxlen, approximate=True)
+
+
+def _s(x: object) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def decode_map(raw: bytes) -> dict[str, object]:
+    import msgpack
+
+    return msgpack.unpackb(raw, raw=False)

@@ -1,0 +1,74 @@
+import numpy as np
+import redis
+
+from adaserve.broker import Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, probe
+from adaserve.broker import streams
+
+
+def test_probe_reports_streams_capabilities(r: "redis.Redis[bytes]") -> None:
+    info = probe(r)
+    assert info.xautoclaim and info.version >= (6, 2, 0)
+
+
+def test_group_read_ack_and_reclaim_walks_the_cursor(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    s = Keys(settings.namespace).batches("cpu")
+    assert streams.ensure_group(r, s, "cpu") and not streams.ensure_group(r, s, "cpu")
+    ids = [streams.publish(r, s, f"x{i}".encode()) for i in range(25)]
+    got = streams.read_group(r, [s], "cpu", "dead-worker", count=100, block_ms=10)
+    assert [e.id for e in got] == ids
+    assert streams.read_group(r, [s], "cpu", "other", count=100, block_ms=10) == []
+    # Nothing is idle long enough yet; with min_idle 0 every entry moves, 7 per XAUTOCLAIM call.
+    assert list(streams.reclaim(r, s, "cpu", "other", min_idle_ms=60_000)) == []
+    moved = list(streams.reclaim(r, s, "cpu", "other", min_idle_ms=0, count=7))
+    assert [e.id for e in moved] == ids and moved[0].raw == b"x0"
+    assert streams.deliveries(r, s, "cpu", ids[0]) == 2
+    assert streams.ack(r, s, "cpu", *ids) == 25
+    assert streams.deliveries(r, s, "cpu", ids[0]) == 0
+
+
+def test_reclaim_reports_entries_deleted_while_pending(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    s = Keys(settings.namespace).batches("cpu")
+    streams.ensure_group(r, s, "cpu")
+    mid = streams.publish(r, s, b"x")
+    streams.read_group(r, [s], "cpu", "a", block_ms=10)
+    r.xdel(s, mid)
+    moved = list(streams.reclaim(r, s, "cpu", "b", min_idle_ms=0))
+    assert [(e.id, e.raw) for e in moved] == [(mid, None)]
+
+
+def test_dead_letter_keeps_reason_and_bytes(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    k = Keys(settings.namespace)
+    streams.dead_letter(r, k.dead, reason="schema", detail="bad", source=k.jobs, entry_id="1-0", raw=b"\x01\x02")
+    (_, fields), = r.xrange(k.dead)
+    assert fields[b"reason"] == b"schema" and fields[b"raw"] == b"\x01\x02" and fields[b"entry"] == b"1-0"
+
+
+def _job(n: int) -> Job:
+    t = Tensor.from_numpy(np.zeros(1, np.float32))
+    return Job(id="j", model="m", reply_to="c", slo=Slo(deadline_ms=1000),
+               requests=[Request(id=f"r{i}", inputs={"x": t}) for i in range(n)])
+
+
+def _end(rid: str, status: str) -> Ending:
+    res = Result(job_id="j", request_id=rid, status=status, timings=Timings(submitted_ms=0, finished_ms=1, total_ms=1))  # type: ignore[arg-type]
+    return Ending(res, "c")
+
+
+def test_finalizer_ends_each_request_once_and_completes_the_job(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    k = Keys(settings.namespace)
+    fin = Finalizer(r, settings)
+    assert fin.register(_job(3), "5-0", 5.0) == 1
+    assert fin.register(_job(3), "5-0", 5.0) == 0  # redelivery of the same entry
+    assert fin.register(_job(3), "6-0", 6.0) == -1  # a second job with the same id
+    streams.ensure_group(r, k.batches("cpu"), "cpu")
+    bid = streams.publish(r, k.batches("cpu"), b"batch")
+    streams.read_group(r, [k.batches("cpu")], "cpu", "w", block_ms=10)
+    assert fin.end([_end("r0", "completed"), _end("r1", "completed")], ack=(k.batches("cpu"), "cpu", bid)) == 2
+    assert streams.deliveries(r, k.batches("cpu"), "cpu", bid) == 0
+    assert fin.end([_end("r1", "completed"), _end("r2", "expired")]) == 1  # r1 already ended
+    assert fin.end([_end("r2", "failed")]) == 0
+    results = [decode(e.raw) for e in streams.read(r, {k.reply("c"): "0"})]
+    assert sorted((x.request_id, x.status) for x in results) == [("r0", "completed"), ("r1", "completed"), ("r2", "expired")]
+    events = [decode(e.raw) for e in streams.read(r, {k.telemetry: "0"})]
+    (done,) = [e for e in events if e.event == "job.completed"]
+    assert (done.requests, done.completed, done.expired, done.failed) == (3, 2, 1, 0)

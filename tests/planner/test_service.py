@@ -1,0 +1,144 @@
+"""The live planner against a real server, with an in-test worker peer that speaks the wire contract."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import msgpack
+import numpy as np
+import pytest
+import redis
+
+from adaserve.broker import (
+    Batch, Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, encode,
+)
+from adaserve.broker import streams
+from adaserve.broker.events import BatchFinished, RequestTiming, WorkerHeartbeat
+from adaserve.planner.service import Planner, PlannerConfig
+
+SPEC = {"m": {"x": {"shape": [2], "dtype": "float32"}}}
+
+
+class PeerWorker(threading.Thread):
+    """Sums its input as the 'prediction'; heartbeats like a real worker."""
+
+    def __init__(self, settings: Settings, r: "redis.Redis[bytes]") -> None:
+        super().__init__(daemon=True)
+        self.s, self.r, self.k = settings, r, Keys(settings.namespace)
+        self.fin = Finalizer(r, settings)
+        self.stop = threading.Event()
+        self.batches: list[Batch] = []
+
+    def beat(self) -> None:
+        hb = WorkerHeartbeat(ts=time.time() * 1000, worker="peer", pool="cpu", slots=2, models=["m"], inputs=SPEC)
+        raw = msgpack.packb(hb.model_dump())
+        self.r.hset(self.k.workers, "peer", raw)
+        self.r.xadd(self.k.telemetry, {b"m": raw})
+
+    def run(self) -> None:
+        stream = self.k.batches("cpu")
+        streams.ensure_group(self.r, stream, "cpu")
+        last = 0.0
+        while not self.stop.is_set():
+            if time.time() - last > 0.2:
+                self.beat()
+                last = time.time()
+            for e in streams.read_group(self.r, [stream], "cpu", "peer", count=1, block_ms=20):
+                b = decode(e.raw, expect=Batch)
+                self.batches.append(b)
+                now = time.time() * 1000
+                ends = [Ending(Result(job_id=i.job_id, request_id=i.request_id, status="completed",
+                                      prediction=int(i.inputs["x"].to_numpy().sum()),
+                                      timings=Timings(submitted_ms=i.submitted_ms, finished_ms=now,
+                                                      total_ms=now - i.submitted_ms)), i.reply_to) for i in b.items]
+                ev = BatchFinished(ts=now, batch_id=b.id, pool="cpu", worker="peer", model=b.model, size=len(b.items),
+                                   exec_ms=0.5, items=[RequestTiming(job_id=i.job_id, request_id=i.request_id, app=i.app,
+                                                                     status="completed", queue_ms=0, exec_ms=0.5, total_ms=1)
+                                                       for i in b.items])
+                self.fin.end(ends, ack=(stream, "cpu", e.id), event=encode(ev))
+
+
+@pytest.fixture
+def pipeline(settings: Settings, r: "redis.Redis[bytes]") -> Iterator[PeerWorker]:
+    peer = PeerWorker(settings, r)
+    peer.beat()
+    peer.start()
+    planner = Planner(settings, PlannerConfig(max_batch=8))
+    stop = threading.Event()
+    t = threading.Thread(target=planner.run, args=(stop,), daemon=True)
+    t.start()
+    yield peer
+    stop.set()
+    peer.stop.set()
+    t.join(5)
+    peer.join(5)
+
+
+def _job(jid: str, n: int = 1, deadline_ms: float = 2000, model: str = "m", shape: tuple[int, ...] = (2,)) -> Job:
+    reqs = [Request(id=f"r{i}", inputs={"x": Tensor.from_numpy(np.full(shape, i, np.float32))}) for i in range(n)]
+    return Job(id=jid, model=model, requests=reqs, slo=Slo(deadline_ms=deadline_ms), reply_to="client")
+
+
+def _collect(r: "redis.Redis[bytes]", k: Keys, want: int, timeout: float = 10.0) -> list[Result]:
+    out: list[Result] = []
+    last = "0"
+    end = time.time() + timeout
+    while len(out) < want and time.time() < end:
+        for e in streams.read(r, {k.reply("client"): last}, block_ms=100):
+            last = e.id
+            out.append(decode(e.raw, expect=Result))
+    return out
+
+
+def test_jobs_are_batched_served_and_acked(pipeline: PeerWorker, r: "redis.Redis[bytes]", settings: Settings) -> None:
+    k = Keys(settings.namespace)
+    for j in range(5):
+        streams.publish(r, k.jobs, encode(_job(f"j{j}", n=4)))
+    results = _collect(r, k, 20)
+    assert len(results) == 20 and {x.status for x in results} == {"completed"}
+    assert {(x.request_id, x.prediction) for x in results} == {(f"r{i}", 2 * i) for i in range(4)}
+    assert max(len(b.items) for b in pipeline.batches) > 1  # requests of several jobs share batches
+    assert all(len(b.items) <= 8 for b in pipeline.batches)
+    time.sleep(0.3)
+    assert r.xpending(k.jobs, "planners")["pending"] == 0
+
+
+def test_bad_input_is_rejected_and_dead_lettered_while_good_traffic_flows(
+    pipeline: PeerWorker, r: "redis.Redis[bytes]", settings: Settings,
+) -> None:
+    k = Keys(settings.namespace)
+    streams.publish(r, k.jobs, b"\xc1 not msgpack")
+    r.xadd(k.jobs, {b"other": b"field"})
+    streams.publish(r, k.jobs, encode(_job("unknown", model="nope")))
+    streams.publish(r, k.jobs, encode(_job("shape", shape=(3,))))
+    bad = _job("schema").model_dump()
+    bad["slo"] = {"deadline_ms": "soon"}
+    streams.publish(r, k.jobs, msgpack.packb(bad))
+    streams.publish(r, k.jobs, encode(_job("good", n=2)))
+    streams.publish(r, k.jobs, encode(_job("good", n=2)))  # same id again: a duplicate
+    results = _collect(r, k, 6)
+    by_job = {(x.job_id, x.status) for x in results}
+    assert {("good", "completed"), ("unknown", "rejected"), ("shape", "rejected"), ("schema", "rejected")} <= by_job
+    assert ("good", "rejected") in by_job  # the duplicate
+    reasons = {x.job_id: x.reason for x in results if x.status == "rejected"}
+    assert reasons["unknown"].startswith("unknown_model") and "shape" in reasons["shape"]
+    time.sleep(0.3)
+    dead = [f[b"reason"].decode() for _, f in r.xrange(k.dead)]
+    assert sorted(dead) == sorted(["undecodable", "undecodable", "unknown_model", "schema", "schema", "duplicate"])
+    assert r.xpending(k.jobs, "planners")["pending"] == 0
+
+
+def test_infeasible_deadlines_expire_and_accounting_adds_up(
+    pipeline: PeerWorker, r: "redis.Redis[bytes]", settings: Settings,
+) -> None:
+    k = Keys(settings.namespace)
+    streams.publish(r, k.jobs, encode(_job("late", n=3, deadline_ms=1)))
+    streams.publish(r, k.jobs, encode(_job("fine", n=3)))
+    results = _collect(r, k, 6)
+    assert sorted((x.job_id, x.status) for x in results) == [("fine", "completed")] * 3 + [("late", "expired")] * 3
+    time.sleep(0.3)
+    done = [e for e in (decode(x.raw) for x in streams.read(r, {k.telemetry: "0"}, count=10_000)) if e.event == "job.completed"]
+    totals = {d.job_id: (d.requests, d.completed, d.expired) for d in done}
+    assert totals == {"late": (3, 0, 3), "fine": (3, 3, 0)}
