@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from adaserve import commands
 from adaserve.bench import cli as bench_cli
 from adaserve.models import cli as models_cli
 from adaserve.planner import cli as planner_cli
@@ -22,7 +23,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for module in (producers_cli, planner_cli, workers_cli, telemetry_cli, models_cli, bench_cli):
+for module in (commands, producers_cli, planner_cli, workers_cli, telemetry_cli, models_cli, bench_cli):
     module.register(app)
 
 
