@@ -2,8 +2,68 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
+
+from adaserve.broker.errors import AdaserveError, ConfigError
+from adaserve.broker.settings import Settings, load_settings
+
+
+def connected_settings() -> Settings:
+    """Settings from the environment, which must name a server for this command."""
+    settings = load_settings()
+    if not settings.redis_url:
+        raise ConfigError(
+            "ADASERVE_REDIS_URL is not set: point it at the server `adaserve up` printed "
+            "(e.g. export ADASERVE_REDIS_URL=redis://127.0.0.1:6379/0), or run `adaserve demo`"
+        )
+    return settings
+
+
+def fail(exc: Exception) -> "typer.Exit":
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    return typer.Exit(2 if isinstance(exc, ConfigError) else 1)
+
+
+def produce(
+    model: str = typer.Option("fsdd-cnn", help="Model (task family) the jobs ask for."),
+    rate: float = typer.Option(20.0, help="Mean arrival rate, jobs per second."),
+    duration: float = typer.Option(30.0, help="How long to send, seconds."),
+    requests_per_job: int = typer.Option(1, "--requests-per-job", "-k", help="Requests per job."),
+    deadline_ms: float = typer.Option(200.0, help="Job deadline, ms after submission."),
+    min_accuracy: float = typer.Option(0.0, help="Accuracy floor of each job (0-1)."),
+    app: str = typer.Option("default", help="Application name the jobs carry."),
+    run: Optional[str] = typer.Option(None, help="Run id tag (Job.run); a fresh one by default."),
+    pattern: str = typer.Option("poisson", help="Arrival process: constant, poisson or trace."),
+    trace: str = typer.Option("conv", help="Trace replayed by --pattern trace: conv or code."),
+    seed: int = typer.Option(0, help="Seed of the arrivals and of the input sample."),
+    grace: float = typer.Option(10.0, help="Seconds to wait for stragglers after the last send."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (stderr)."),
+) -> None:
+    """Send real held-out inputs at a given rate and report per-request outcomes."""
+    from adaserve.producers.load import load_options, run_load
+
+    try:
+        settings = connected_settings()
+        values = dict(model=model, rate=rate, duration_s=duration, requests_per_job=requests_per_job,
+                      deadline_ms=deadline_ms, min_accuracy=min_accuracy, app=app, pattern=pattern,
+                      trace=trace, seed=seed, grace_s=grace)
+        opts = load_options(**values, **({"run": run} if run else {}))
+        summary = run_load(settings, opts, progress=progress)
+    except AdaserveError as exc:
+        raise fail(exc) from None
+    if json_out:
+        typer.echo(summary.model_dump_json())
+        return
+    from adaserve.producers.report import print_summary
+
+    print_summary(summary)
 
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
+    app.command("produce")(produce)

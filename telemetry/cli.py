@@ -2,8 +2,128 @@
 
 from __future__ import annotations
 
+import re
+from typing import Optional
+
 import typer
+
+from adaserve.broker.errors import AdaserveError, ConfigError
+from adaserve.broker.settings import Settings, load_settings
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_window(text: str) -> float:
+    """``90``, ``60s``, ``5m``, ``1h``, ``250ms`` -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
+    if not m or float(m.group(1)) <= 0:
+        raise ConfigError(f"window {text!r} is not a positive duration such as 60s, 5m or 1h")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def _settings() -> Settings:
+    settings = load_settings()
+    if not settings.redis_url:
+        raise ConfigError(
+            "ADASERVE_REDIS_URL is not set: point it at the server `adaserve up` printed "
+            "(e.g. export ADASERVE_REDIS_URL=redis://127.0.0.1:6379/0)"
+        )
+    return settings
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    return typer.Exit(2 if isinstance(exc, (ConfigError, ValueError)) else 1)
+
+
+def tail(
+    type_: Optional[list[str]] = typer.Option(None, "--type", "-t", help="Event type or glob (job.*); repeatable."),
+    app: Optional[str] = typer.Option(None, help="Only events of this app."),
+    run: Optional[str] = typer.Option(None, help="Only events of this run id."),
+    follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep printing new events."),
+    count: int = typer.Option(10, "--count", "-n", help="Recent events to print first."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per event."),
+) -> None:
+    """Print telemetry events, newest last, and follow new ones (Ctrl-C to stop)."""
+    from rich.console import Console
+
+    from adaserve.broker.connection import connect
+    from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types
+    from adaserve.telemetry.render import event_json, event_line
+
+    console = Console(highlight=False, soft_wrap=True)
+    try:
+        keep = EventFilter(parse_types(type_), app, run)
+        settings = _settings()
+        reader = TelemetryReader(connect(settings, block_ms=500), settings)
+        after = reader.latest_id()
+        recent = reader.last(count, keep=keep) if count > 0 else []
+        for got in recent:
+            typer.echo(event_json(got)) if json_out else console.print(event_line(got))
+        if follow:
+            for got in reader.follow(after=after, keep=keep, block_ms=500):
+                typer.echo(event_json(got)) if json_out else console.print(event_line(got))
+    except KeyboardInterrupt:
+        return
+    except (AdaserveError, ValueError) as exc:
+        raise _fail(exc) from None
+
+
+def stats(
+    window: str = typer.Option("60s", "--window", "--since", help="Time window back from now (60s, 5m, 1h)."),
+    run: Optional[str] = typer.Option(None, help="Aggregate one run id instead of a window."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Finish rate, SLO violations, latency and throughput, per app and per pool."""
+    from adaserve.broker.connection import connect
+    from adaserve.telemetry.reader import EventFilter, TelemetryReader
+    from adaserve.telemetry.render import print_stats
+    from adaserve.telemetry.stats import aggregate
+
+    try:
+        settings = _settings()
+        reader = TelemetryReader(connect(settings), settings)
+        if run:
+            result = aggregate((g.event for g in reader.history(keep=EventFilter(run=run))), run=run)
+        else:
+            seconds = parse_window(window)
+            since = reader.server_ms() - int(seconds * 1000)
+            result = aggregate((g.event for g in reader.history(since_ms=since)), span_s=seconds)
+    except AdaserveError as exc:
+        raise _fail(exc) from None
+    if json_out:
+        typer.echo(result.model_dump_json())
+    else:
+        print_stats(result)
+
+
+def dead(
+    count: int = typer.Option(20, "--count", "-n", help="How many recent dead letters."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """List recent dead letters: why each message could not be served (sizes, not bytes)."""
+    import json
+
+    from adaserve.broker.connection import connect
+    from adaserve.telemetry.dead import dead_count, read_dead
+    from adaserve.telemetry.render import print_dead
+
+    try:
+        settings = _settings()
+        r = connect(settings)
+        letters, total = read_dead(r, settings, count), dead_count(r, settings)
+    except AdaserveError as exc:
+        raise _fail(exc) from None
+    if json_out:
+        typer.echo(json.dumps({"total": total, "letters": [d.model_dump() for d in letters]}))
+    else:
+        print_dead(letters, total)
 
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
+    app.command("tail")(tail)
+    app.command("stats")(stats)
+    app.command("dead")(dead)

@@ -1,0 +1,212 @@
+"""The producer SDK: submit jobs, and collect their results from the client's own reply stream.
+
+Every client has one reply stream (``Keys(ns).reply(client_id)``). Results are read from it with
+XREAD BLOCK after the last id seen and filed by job id. Any thread may wait on any handle: one
+waiter at a time reads the stream for all of them (leader/followers around one condition), so
+several threads never race on the stream position nor miss each other's results.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+
+from adaserve.broker.codec import decode
+from adaserve.broker.connection import connect
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.keys import Keys
+from adaserve.broker.messages import Job
+from adaserve.broker.settings import Limits, Settings, load_limits
+from adaserve.broker.streams import Entry, publish, read
+from adaserve.producers.handle import JobHandle
+from adaserve.producers.jobs import encode_checked, new_id
+from adaserve.producers.results import JobResult
+from adaserve.producers.tracking import Tracked
+
+log = logging.getLogger(__name__)
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+_TRIM_EVERY = 1024  # entries read between trims of the reply stream
+_RESULT_LIMITS = Limits()  # a client's own limits bound what it sends, not what it receives
+
+
+class Client:
+    """``with Client(settings) as c: c.submit(job).result(5)``."""
+
+    def __init__(
+        self, settings: Settings, *, client_id: str | None = None, limits: Limits | None = None,
+        read_block_ms: int = 500, chunk: int = 256,
+    ) -> None:
+        cid = client_id or new_id("c")
+        if not _CLIENT_ID.match(cid):
+            raise InvalidMessage("schema", f"client id {cid!r} must be 1-128 characters of [A-Za-z0-9_.:-]")
+        self.client_id = cid
+        self.settings = settings
+        self.limits = limits or load_limits()
+        self._keys = Keys(settings.namespace)
+        self.reply_stream = self._keys.reply(cid)
+        self._block_ms = read_block_ms
+        self._chunk = max(1, chunk)
+        self._r = connect(settings, block_ms=read_block_ms)
+        self._cond = threading.Condition()
+        self._reading = False
+        self._last = "0-0"
+        self._since_trim = 0
+        self._outstanding: dict[str, Tracked] = {}
+        self._unclaimed: OrderedDict[str, Tracked] = OrderedDict()
+        self.orphans = 0  # results for jobs this client is not waiting for
+        self.undecodable = 0
+
+    # -- submitting -------------------------------------------------------------------------
+    def submit(self, job: Job) -> JobHandle:
+        """Validate against the limits, then XADD; raises ``InvalidMessage``/``LimitExceeded``
+        (nothing sent) for a job the planner would reject."""
+        return self.submit_many([job])[0]
+
+    def submit_many(self, jobs: Iterable[Job]) -> list[JobHandle]:
+        """Validate all, then XADD them pipelined, one round trip per ``chunk`` jobs."""
+        prepared: list[tuple[Tracked, bytes]] = []
+        seen: set[str] = set()
+        for job in jobs:
+            if job.reply_to != self.client_id:
+                job = job.model_copy(update={"reply_to": self.client_id})
+            raw = encode_checked(job, self.limits)
+            if job.id in seen:
+                raise InvalidMessage("schema", f"job id {job.id!r} appears twice in one submission")
+            seen.add(job.id)
+            prepared.append((Tracked.of(job), raw))
+        handles: list[JobHandle] = []
+        for start in range(0, len(prepared), self._chunk):
+            part = prepared[start:start + self._chunk]
+            self._track([t for t, _ in part])
+            try:
+                ids = self._xadd([raw for _, raw in part])
+            except BaseException:
+                self._untrack([t for t, _ in part])
+                raise
+            for (t, _), eid in zip(part, ids):
+                t.set_entry(eid)
+                handles.append(JobHandle(self, t))
+        return handles
+
+    def _xadd(self, raws: list[bytes]) -> list[str]:
+        stream, maxlen = self._keys.jobs, self.settings.stream_maxlen
+        if len(raws) == 1:
+            return [publish(self._r, stream, raws[0], maxlen)]
+        pipe = self._r.pipeline(transaction=False)
+        for raw in raws:
+            pipe.xadd(stream, {b"m": raw}, maxlen=maxlen, approximate=True)
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in pipe.execute()]
+
+    def _track(self, items: list[Tracked]) -> None:
+        with self._cond:
+            clash = [t.job_id for t in items if t.job_id in self._outstanding]
+            if clash:
+                raise InvalidMessage("schema", f"job id {clash[0]!r} is already in flight on this client")
+            for t in items:
+                self._outstanding[t.job_id] = t
+
+    def _untrack(self, items: list[Tracked]) -> None:
+        with self._cond:
+            for t in items:
+                self._outstanding.pop(t.job_id, None)
+
+    # -- collecting -------------------------------------------------------------------------
+    @property
+    def outstanding(self) -> int:
+        """Jobs submitted whose requests have not all ended."""
+        with self._cond:
+            return len(self._outstanding)
+
+    def poll(self, timeout: float = 0.0) -> list[JobResult]:
+        """Jobs that finished and were not yet claimed, waiting up to ``timeout`` for one."""
+        self._pump(lambda: bool(self._unclaimed) or not self._outstanding, max(timeout, 0.001))
+        with self._cond:
+            return [self._claim_locked(t) for t in list(self._unclaimed.values())]
+
+    def results(self, timeout: float | None = None) -> Iterator[JobResult]:
+        """Yield jobs as they finish until none is outstanding or ``timeout`` s have passed."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            with self._cond:
+                idle = not self._outstanding and not self._unclaimed
+            if idle:
+                return
+            yield from self.poll(self._block_ms / 1000 if left is None else left)
+
+    def drain(self, timeout: float | None = None) -> list[JobResult]:
+        return list(self.results(timeout))
+
+    def _claim(self, t: Tracked) -> JobResult:
+        with self._cond:
+            return self._claim_locked(t)
+
+    def _claim_locked(self, t: Tracked) -> JobResult:
+        self._unclaimed.pop(t.job_id, None)
+        assert t.result is not None
+        return t.result
+
+    def _pump(self, done: Callable[[], bool], timeout: float | None) -> bool:
+        """Read the reply stream until ``done()`` (checked under the lock) or the timeout."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not done():
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                if self._reading:  # another thread is reading for everyone: wait for its news
+                    self._cond.wait(left)
+                    continue
+                block = self._block_ms if left is None else max(1, min(self._block_ms, int(left * 1000)))
+                self._reading = True
+                self._cond.release()
+                try:
+                    entries = read(self._r, {self.reply_stream: self._last}, count=512, block_ms=block)
+                finally:
+                    self._cond.acquire()
+                    self._reading = False
+                    self._cond.notify_all()
+                self._file(entries)
+            return True
+
+    def _file(self, entries: list[Entry]) -> None:
+        for e in entries:
+            self._last = e.id
+            try:
+                res = decode(e.raw or b"", _RESULT_LIMITS)
+            except InvalidMessage as exc:
+                self.undecodable += 1
+                log.warning("undecodable entry %s on %s: %s", e.id, self.reply_stream, exc)
+                continue
+            t = self._outstanding.get(getattr(res, "job_id", ""))
+            if t is None or res.type != "result":  # type: ignore[union-attr]
+                self.orphans += 1
+                continue
+            if t.add(res):  # type: ignore[arg-type]
+                del self._outstanding[t.job_id]
+                self._unclaimed[t.job_id] = t
+        self._since_trim += len(entries)
+        if self._since_trim >= _TRIM_EVERY:
+            self._since_trim = 0
+            self._r.xtrim(self.reply_stream, minid=self._last, approximate=True)
+
+    # -- lifetime ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Delete the reply stream and drop the connections."""
+        try:
+            self._r.delete(self.reply_stream)
+        finally:
+            self._r.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()

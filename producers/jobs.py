@@ -1,0 +1,114 @@
+"""Building jobs from numpy arrays, and checking them against ``Limits`` before they are sent.
+
+The check is the planner's own: encode, then decode with the same limits, so a job the SDK lets
+through is one the planner accepts (apart from the model name, which only the planner knows).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from adaserve.broker.codec import decode, encode
+from adaserve.broker.errors import InvalidMessage, LimitExceeded
+from adaserve.broker.messages import Job
+from adaserve.broker.settings import Limits
+from adaserve.broker.tensors import Tensor
+
+UNSET_REPLY = "unset"  # the client replaces it with its own reply channel
+_DEFAULT_LIMITS = Limits()  # building Limits reads the environment: too slow to do per job
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def make_job(
+    model: str,
+    inputs: Sequence[Mapping[str, np.ndarray] | np.ndarray],
+    deadline_ms: float,
+    *,
+    min_accuracy: float = 0.0,
+    objective: str = "latency",
+    app: str = "default",
+    run: str = "",
+    priority: int = 0,
+    job_id: str | None = None,
+    request_ids: Sequence[str] | None = None,
+    modality: str = "input",
+    reply_to: str = UNSET_REPLY,
+    limits: Limits | None = None,
+) -> Job:
+    """A job with one request per element of ``inputs`` (a modality -> array map, or one array
+    that becomes the input named ``modality``). Request ids default to ``"0"``, ``"1"``, ...
+
+    Raises ``InvalidMessage`` (``LimitExceeded`` for sizes) when the job does not validate.
+    """
+    if request_ids is not None and len(request_ids) != len(inputs):
+        raise InvalidMessage("schema", f"{len(request_ids)} request ids for {len(inputs)} inputs")
+    requests = []
+    for i, item in enumerate(inputs):
+        arrays = {modality: item} if isinstance(item, np.ndarray) else item
+        if not isinstance(arrays, Mapping):
+            raise InvalidMessage("schema", f"inputs[{i}] is a {type(item).__name__}, not an array or a map of arrays")
+        rid = str(i) if request_ids is None else request_ids[i]
+        requests.append({"id": rid, "inputs": {k: _tensor(k, v) for k, v in arrays.items()}})
+    body: dict[str, Any] = {
+        "id": job_id or new_id("job"), "app": app, "model": model, "requests": requests,
+        "slo": {"deadline_ms": deadline_ms, "min_accuracy": min_accuracy, "objective": objective},
+        "reply_to": reply_to, "priority": priority, "run": run,
+    }
+    return build_job(body, limits or _DEFAULT_LIMITS)
+
+
+def _tensor(name: str, value: object) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    if not isinstance(value, np.ndarray):
+        raise InvalidMessage("schema", f"input {name!r} is a {type(value).__name__}, not a numpy array")
+    return Tensor.from_numpy(value)
+
+
+def build_job(body: Mapping[str, Any], limits: Limits) -> Job:
+    """Validate a job map against ``limits``; domain errors only."""
+    if isinstance(body.get("requests"), list) and len(body["requests"]) > limits.max_requests_per_job:
+        raise LimitExceeded(f"{len(body['requests'])} requests exceed the limit of {limits.max_requests_per_job} per job")
+    try:
+        return Job.model_validate(dict(body), context={"limits": limits})
+    except ValidationError as exc:
+        raise domain_error(exc) from None
+
+
+def encode_checked(job: Job, limits: Limits) -> bytes:
+    """The bytes to XADD, after the same checks the planner makes (tensors included, which a
+    ``Job`` built from ``Tensor.from_numpy`` has not been through)."""
+    if len(job.requests) > limits.max_requests_per_job:
+        raise LimitExceeded(f"{len(job.requests)} requests exceed the limit of {limits.max_requests_per_job} per job")
+    raw = encode(job)
+    if len(raw) > limits.max_message_bytes:
+        raise LimitExceeded(f"job {job.id} encodes to {len(raw)} bytes, above the limit of {limits.max_message_bytes}")
+    try:
+        decode(raw, limits, expect=Job)
+    except LimitExceeded:
+        raise
+    except InvalidMessage as exc:
+        if exc.reason == "limit":
+            raise LimitExceeded(f"job {job.id}: {exc.detail}") from None
+        raise InvalidMessage(exc.reason, f"job {job.id}: {exc.detail}") from None
+    return raw
+
+
+def domain_error(exc: ValidationError) -> InvalidMessage:
+    errors = exc.errors()
+    parts = []
+    for err in errors[:3]:
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    detail = "; ".join(parts) + (f" (+{len(errors) - 3} more)" if len(errors) > 3 else "")
+    if any("exceed" in str(e["msg"]) or "outside" in str(e["msg"]) for e in errors):
+        return LimitExceeded(detail)
+    return InvalidMessage("schema", detail)

@@ -1,0 +1,158 @@
+"""The load generator: real held-out inputs, sent at the times an arrival process gives.
+
+One thread sends and collects: it submits every job that is due (pipelined when it has fallen
+behind), then reads results until the next arrival is due. After the last arrival it waits a
+grace period for stragglers and reports per request.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from adaserve.broker.errors import ConfigError
+from adaserve.broker.settings import Limits, Settings
+from adaserve.producers.arrivals import PATTERNS, arrivals
+from adaserve.producers.client import Client
+from adaserve.producers.jobs import make_job
+from adaserve.producers.results import JobResult
+from adaserve.producers.summary import LoadSummary, summarize
+from adaserve.producers.trace import TRACES, load_trace
+
+# (model, n, seed) -> (per-request modality -> array maps, labels or None)
+InputSource = Callable[[str, int, int], tuple[Sequence[Mapping[str, np.ndarray]], "np.ndarray | None"]]
+POOL = 512  # distinct inputs drawn per run; arrivals cycle through them
+
+
+class LoadOptions(BaseModel):
+    """What to send: ``rate`` jobs per second of ``requests_per_job`` requests each."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = "fsdd-cnn"
+    rate: float = Field(20.0, gt=0, le=1_000_000)
+    duration_s: float = Field(30.0, gt=0, le=86_400)
+    requests_per_job: int = Field(1, ge=1)
+    deadline_ms: float = Field(200.0, gt=0)
+    min_accuracy: float = Field(0.0, ge=0, le=1)
+    app: str = Field("default", pattern=r"^[A-Za-z0-9_.:\-]+$", max_length=64)
+    run: str = Field(default_factory=lambda: "run-" + uuid.uuid4().hex[:8], pattern=r"^[A-Za-z0-9_.:\-]+$", max_length=64)
+    pattern: str = "poisson"
+    trace: str = "conv"
+    seed: int = 0
+    grace_s: float = Field(10.0, ge=0)
+
+    @model_validator(mode="after")
+    def _known(self) -> "LoadOptions":
+        if self.pattern not in PATTERNS:
+            raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}")
+        if self.trace not in TRACES:
+            raise ValueError(f"trace must be one of {', '.join(TRACES)}")
+        return self
+
+
+def load_options(**values: Any) -> LoadOptions:
+    """``LoadOptions`` with a ``ConfigError`` naming what is wrong."""
+    try:
+        return LoadOptions(**values)
+    except ValidationError as exc:
+        what = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid load options: {what}") from None
+
+
+def held_out(model: str, n: int, seed: int) -> tuple[Sequence[Mapping[str, np.ndarray]], np.ndarray | None]:
+    """Inputs from the model's test split, never seen in training."""
+    from adaserve.models.datasets import sample_inputs  # the model zoo is heavy; import on use
+
+    inputs, labels = sample_inputs(model, n, seed=seed, split="test")
+    return inputs, labels
+
+
+def schedule(opts: LoadOptions) -> np.ndarray:
+    gaps = load_trace(opts.trace).gaps_s if opts.pattern == "trace" else None
+    return arrivals(opts.pattern, opts.rate, opts.duration_s, seed=opts.seed, gaps_s=gaps)
+
+
+def run_load(
+    settings: Settings, opts: LoadOptions, *, inputs: InputSource | None = None,
+    limits: Limits | None = None, progress: bool = True,
+) -> LoadSummary:
+    """Send the run, wait ``grace_s`` for stragglers, and summarise it per request."""
+    offsets = schedule(opts)
+    n_jobs = len(offsets)
+    pool_n = max(1, min(POOL, n_jobs * opts.requests_per_job))
+    pool, pool_labels = (inputs or held_out)(opts.model, pool_n, opts.seed)
+    if len(pool) == 0:
+        raise ConfigError(f"no inputs for model {opts.model!r}")
+    labels: dict[tuple[str, str], int] | None = {} if pool_labels is not None else None
+    collected: list[JobResult] = []
+    bar = _Bar(n_jobs) if progress else None
+    k = 0  # next input of the pool
+    t0 = time.monotonic()
+    last_done = t0
+    with Client(settings, limits=limits, read_block_ms=50) as client, (bar or nullcontext()):
+        sent = 0
+        while sent < n_jobs:
+            due = int(np.searchsorted(offsets, time.monotonic() - t0, side="right"))
+            if due > sent:
+                jobs = []
+                for _ in range(sent, due):
+                    idx = [(k + j) % len(pool) for j in range(opts.requests_per_job)]
+                    k += opts.requests_per_job
+                    job = make_job(opts.model, [pool[i] for i in idx], opts.deadline_ms, min_accuracy=opts.min_accuracy,
+                                   app=opts.app, run=opts.run, limits=client.limits)
+                    if labels is not None and pool_labels is not None:
+                        for req, i in zip(job.requests, idx):
+                            labels[(job.id, req.id)] = int(pool_labels[i])
+                    jobs.append(job)
+                client.submit_many(jobs)
+                sent = due
+            wait = offsets[sent] - (time.monotonic() - t0) if sent < n_jobs else 0.0
+            last_done = _collect(client.poll(max(0.0, wait)), collected, last_done)
+            if bar:
+                bar.update(sent, len(collected))
+        end = time.monotonic() + opts.grace_s
+        while client.outstanding and time.monotonic() < end:
+            last_done = _collect(client.poll(min(0.2, end - time.monotonic())), collected, last_done)
+            if bar:
+                bar.update(sent, len(collected))
+    return summarize(
+        collected, run=opts.run, model=opts.model, pattern=opts.pattern, jobs=n_jobs,
+        submitted=n_jobs * opts.requests_per_job, duration_s=opts.duration_s,
+        elapsed_s=last_done - t0, deadline_ms=opts.deadline_ms, labels=labels,
+    )
+
+
+def _collect(batch: list[JobResult], into: list[JobResult], last: float) -> float:
+    into.extend(batch)
+    return time.monotonic() if any(j.completed for j in batch) else last
+
+
+class _Bar:
+    """sent / received / elapsed, on stderr so that ``--json`` output stays clean."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._p = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=Console(stderr=True))
+        self._sent = self._p.add_task("sent", total=total)
+        self._recv = self._p.add_task("received", total=total)
+
+    def update(self, sent: int, received: int) -> None:
+        self._p.update(self._sent, completed=sent)
+        self._p.update(self._recv, completed=received)
+
+    def __enter__(self) -> "_Bar":
+        self._p.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._p.stop()

@@ -1,0 +1,1 @@
+"""Bundled request traces (data only; ``adaserve.producers.trace`` reads them)."""

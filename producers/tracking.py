@@ -1,0 +1,64 @@
+"""A submitted job's bookkeeping inside a ``Client``: which requests have ended, with what."""
+
+from __future__ import annotations
+
+from adaserve.broker.messages import Job, Result
+from adaserve.producers.results import JobResult
+
+
+class Tracked:
+    """Results filed by request id; mutated only under the client's lock.
+
+    The job's inputs are not kept: a load generator with thousands of jobs in flight would
+    otherwise hold every tensor it ever sent.
+    """
+
+    __slots__ = ("job_id", "app", "model", "run", "deadline_ms", "request_ids", "_index",
+                 "_slots", "ended", "entry_id", "submitted_ms", "result")
+
+    def __init__(self, job_id: str, app: str, model: str, run: str, deadline_ms: float,
+                 request_ids: tuple[str, ...]) -> None:
+        self.job_id = job_id
+        self.app = app
+        self.model = model
+        self.run = run
+        self.deadline_ms = deadline_ms
+        self.request_ids = request_ids
+        self._index = {rid: i for i, rid in enumerate(request_ids)}
+        self._slots: list[Result | None] = [None] * len(request_ids)
+        self.ended = 0
+        self.entry_id = ""
+        self.submitted_ms = 0.0
+        self.result: JobResult | None = None
+
+    @classmethod
+    def of(cls, job: Job) -> "Tracked":
+        return cls(job.id, job.app, job.model, job.run, job.slo.deadline_ms, tuple(r.id for r in job.requests))
+
+    def set_entry(self, entry_id: str) -> None:
+        self.entry_id = entry_id
+        self.submitted_ms = float(entry_id.split("-", 1)[0])
+
+    def add(self, res: Result) -> bool:
+        """File one result (the first per request wins); True when the job just finished."""
+        if self.result is not None:
+            return False
+        if res.request_id == "":  # the whole job was rejected before its requests could be read
+            for i, slot in enumerate(self._slots):
+                if slot is None:
+                    self._slots[i] = res.model_copy(update={"request_id": self.request_ids[i]})
+                    self.ended += 1
+        else:
+            at = self._index.get(res.request_id)
+            if at is None or self._slots[at] is not None:
+                return False
+            self._slots[at] = res
+            self.ended += 1
+        if self.ended < len(self._slots):
+            return False
+        self.result = JobResult(
+            job_id=self.job_id, app=self.app, model=self.model, run=self.run,
+            deadline_ms=self.deadline_ms, submitted_ms=self.submitted_ms,
+            results=tuple(s for s in self._slots if s is not None),
+        )
+        return True

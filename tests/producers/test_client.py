@@ -1,0 +1,178 @@
+"""The SDK against a real server, with a stand-in planner ending requests via the Finalizer."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from adaserve.broker import InvalidMessage, JobTimeout, Keys, LimitExceeded, Settings, load_limits
+from adaserve.producers import Client, make_job
+
+
+def arrays(*firsts: int) -> list[np.ndarray]:
+    out = []
+    for v in firsts:
+        a = np.zeros((40, 32), np.float32)
+        a[0, 0] = v
+        out.append(a)
+    return out
+
+
+def test_round_trip_results_in_request_order(settings: Settings, r, standin) -> None:
+    standin()
+    with Client(settings) as c:
+        h = c.submit(make_job("m", arrays(3, 1, 4), 1000, app="a1", run="r1"))
+        res = h.result(timeout=5)
+    assert [x.request_id for x in res.results] == ["0", "1", "2"]
+    assert res.predictions == [3, 1, 4]
+    assert res.counts == {"completed": 3, "expired": 0, "rejected": 0, "failed": 0}
+    assert res.ok and res.app == "a1" and res.run == "r1"
+    assert h.submitted_ms == float(h.entry_id.split("-")[0])
+    assert res.latency_ms == max(x.timings.total_ms for x in res.results)
+
+
+def test_job_is_sent_to_the_ingress_stream_with_the_clients_reply_channel(settings: Settings, r) -> None:
+    with Client(settings, client_id="me-1") as c:
+        h = c.submit(make_job("m", arrays(1), 500))
+        entries = r.xrange(Keys(settings.namespace).jobs)
+    from adaserve.broker.codec import decode
+    job = decode(entries[0][1][b"m"])
+    assert len(entries) == 1 and entries[0][0].decode() == h.entry_id
+    assert job.reply_to == "me-1" and job.id == h.job_id
+
+
+def test_result_times_out_when_a_request_never_ends(settings: Settings, r, standin) -> None:
+    standin(lambda job, req: ("silent", None) if req.id == "1" else ("completed", 0))
+    with Client(settings, read_block_ms=50) as c:
+        h = c.submit(make_job("m", arrays(0, 0), 1000))
+        with pytest.raises(JobTimeout, match="1 of 2"):
+            h.result(timeout=0.3)
+        assert not h.done() and c.outstanding == 1
+
+
+def test_mixed_statuses_are_counted(settings: Settings, r, standin) -> None:
+    standin(lambda job, req: ("expired", None) if req.id == "0" else ("completed", 7))
+    with Client(settings) as c:
+        res = c.submit(make_job("m", arrays(0, 0, 0), 1000)).result(5)
+    assert res.counts["expired"] == 1 and res.counts["completed"] == 2
+    assert not res.deadline_met and res.on_time == 2 and res.reasons == {"expired": 1}
+
+
+def test_submit_many_pipelines_and_drain_collects_every_job(settings: Settings, r, standin) -> None:
+    standin()
+    with Client(settings, chunk=16) as c:
+        jobs = [make_job("m", arrays(i % 10), 2000) for i in range(50)]
+        handles = c.submit_many(jobs)
+        assert len({h.entry_id for h in handles}) == 50
+        done = c.drain(timeout=10)
+        assert c.outstanding == 0
+    assert sorted(j.job_id for j in done) == sorted(j.id for j in jobs)
+    by_id = {j.id: j for j in jobs}
+    for res in done:
+        first = int(by_id[res.job_id].requests[0].inputs["input"].to_numpy()[0, 0])
+        assert res.predictions == [first]
+
+
+def test_many_threads_wait_on_their_own_handles(settings: Settings, r, standin) -> None:
+    standin()
+    with Client(settings, read_block_ms=20) as c:
+        handles = c.submit_many([make_job("m", arrays(i), 2000) for i in range(8)])
+        got: dict[int, list[int | None]] = {}
+        errors: list[BaseException] = []
+
+        def wait(i: int) -> None:
+            try:
+                got[i] = handles[i].result(timeout=10).predictions
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=wait, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+    assert not errors
+    assert got == {i: [i] for i in range(8)}
+
+
+def test_oversize_tensor_is_refused_before_sending(settings: Settings, r) -> None:
+    limits = load_limits(max_tensor_elements=1000)
+    with Client(settings, limits=limits) as c:
+        with pytest.raises(LimitExceeded, match="1280 elements"):
+            c.submit(make_job("m", arrays(1), 500))
+        with pytest.raises(LimitExceeded):
+            c.submit_many([make_job("m", [np.zeros(10, np.float32)], 500), make_job("m", arrays(1), 500)])
+        assert c.outstanding == 0
+    assert r.xlen(Keys(settings.namespace).jobs) == 0
+
+
+def test_message_size_and_bad_fields_are_refused_before_sending(settings: Settings, r) -> None:
+    with Client(settings, limits=load_limits(max_message_bytes=4096)) as c:
+        with pytest.raises(LimitExceeded, match="bytes"):
+            c.submit(make_job("m", arrays(1), 500))
+    with pytest.raises(InvalidMessage):
+        make_job("bad model name!", arrays(1), 500)
+    with pytest.raises(LimitExceeded, match="deadline"):
+        make_job("m", arrays(1), 0.001)
+    with Client(settings, limits=load_limits(allowed_dtypes=("float32",))) as c:
+        with pytest.raises(InvalidMessage, match="not allowed"):
+            c.submit(make_job("m", [np.zeros(4, np.int64)], 500))
+    assert r.xlen(Keys(settings.namespace).jobs) == 0
+
+
+def test_a_job_id_in_flight_cannot_be_reused(settings: Settings, r) -> None:
+    with Client(settings) as c:
+        c.submit(make_job("m", arrays(1), 500, job_id="j1"))
+        with pytest.raises(InvalidMessage, match="already in flight"):
+            c.submit(make_job("m", arrays(1), 500, job_id="j1"))
+
+
+def test_whole_job_rejection_lines_up_with_the_requests(settings: Settings, r) -> None:
+    from adaserve.broker import Ending, Finalizer
+    from adaserve.broker.messages import Result, Timings
+    with Client(settings) as c:
+        h = c.submit(make_job("m", arrays(1, 2), 500))
+        res = Result(job_id=h.job_id, request_id="", status="rejected", reason="unknown_model",
+                     timings=Timings(submitted_ms=0, finished_ms=1, total_ms=1))
+        Finalizer(r, settings).end([Ending(res, c.client_id)])
+        out = h.result(5)
+    assert [x.request_id for x in out.results] == ["0", "1"]
+    assert out.counts["rejected"] == 2 and out.reasons == {"unknown_model": 2}
+
+
+def test_close_deletes_the_reply_stream(settings: Settings, r, standin) -> None:
+    standin()
+    c = Client(settings)
+    c.submit(make_job("m", arrays(1), 500)).result(5)
+    assert r.exists(c.reply_stream)
+    c.close()
+    assert not r.exists(c.reply_stream)
+
+
+def test_bad_client_id_is_refused(settings: Settings) -> None:
+    with pytest.raises(InvalidMessage, match="client id"):
+        Client(settings, client_id="has space")
+
+
+def test_clients_only_see_their_own_results(settings: Settings, r, standin) -> None:
+    standin()
+    with Client(settings) as a, Client(settings) as b:
+        ha = a.submit_many([make_job("m", arrays(1), 1000) for _ in range(5)])
+        hb = b.submit_many([make_job("m", arrays(2), 1000) for _ in range(3)])
+        got_a, got_b = a.drain(timeout=5), b.drain(timeout=5)
+        assert a.orphans == b.orphans == 0
+    assert sorted(j.job_id for j in got_a) == sorted(h.job_id for h in ha)
+    assert sorted(j.job_id for j in got_b) == sorted(h.job_id for h in hb)
+
+
+def test_poll_and_results_claim_each_job_once(settings: Settings, r, standin) -> None:
+    standin()
+    with Client(settings, read_block_ms=20) as c:
+        handles = c.submit_many([make_job("m", arrays(i), 1000) for i in range(4)])
+        first = handles[0].result(5)  # claimed through its handle
+        rest = list(c.results(timeout=5))
+        assert c.poll(0.01) == [] and c.outstanding == 0
+    assert first.job_id not in {j.job_id for j in rest}
+    assert len(rest) == 3 and handles[0].result(0) is first

@@ -1,0 +1,66 @@
+"""The load generator end to end against a stand-in planner on the real server."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaserve.broker import ConfigError, Settings
+from adaserve.producers.load import load_options, run_load, schedule
+
+
+def labelled(model: str, n: int, seed: int) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
+    """Inputs whose first value is a class; the labels disagree with it for every 4th input."""
+    rng = np.random.default_rng(seed)
+    classes = rng.integers(0, 10, size=n)
+    inputs = []
+    for c in classes:
+        a = rng.standard_normal((40, 32)).astype(np.float32)
+        a[0, 0] = c
+        inputs.append({"audio": a})
+    labels = classes.copy()
+    labels[::4] = (labels[::4] + 1) % 10
+    return inputs, labels
+
+
+def test_accounting_accuracy_and_latency(settings: Settings, r, standin) -> None:
+    standin()
+    opts = load_options(rate=100, duration_s=0.3, requests_per_job=2, pattern="constant", grace_s=5, run="r-1")
+    s = run_load(settings, opts, inputs=labelled, progress=False)
+    assert s.jobs == 30 and s.submitted == 60
+    assert s.completed == 60 and s.expired == s.rejected == s.failed == s.unfinished == 0
+    assert s.submitted == s.completed + s.expired + s.rejected + s.failed + s.unfinished
+    # 60 requests cycle through 60 inputs; every 4th label is wrong: 15 of 60
+    assert s.accuracy == pytest.approx(45 / 60)
+    assert s.p50_ms is not None and s.p99_ms is not None and 0 <= s.p50_ms <= s.p99_ms
+    assert s.throughput_rps > 0 and s.run == "r-1"
+    assert 0 < s.finish_rate <= 1
+
+
+def test_requests_without_result_are_unfinished_and_others_counted(settings: Settings, r, standin) -> None:
+    def respond(job, req):
+        v = int(next(iter(req.inputs.values())).to_numpy()[0, 0])
+        return ("silent", None) if v == 0 else ("expired", None) if v == 1 else ("completed", v)
+
+    standin(respond)
+    opts = load_options(rate=200, duration_s=0.1, pattern="constant", grace_s=0.3)
+    s = run_load(settings, opts, inputs=labelled, progress=False)
+    inputs, _ = labelled(opts.model, 20, 0)
+    firsts = [int(x["audio"][0, 0]) for x in inputs]
+    assert s.submitted == 20
+    assert s.unfinished == firsts.count(0) and s.expired == firsts.count(1)
+    assert s.completed == 20 - firsts.count(0) - firsts.count(1)
+    assert s.reasons == ({"expired": firsts.count(1)} if firsts.count(1) else {})
+
+
+def test_schedule_follows_the_pattern() -> None:
+    assert len(schedule(load_options(rate=10, duration_s=2, pattern="constant"))) == 20
+    a = schedule(load_options(rate=50, duration_s=20, pattern="trace", trace="code"))
+    assert len(a) == 1000 and np.all(np.diff(a) >= 0)
+
+
+def test_bad_options_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="pattern"):
+        load_options(pattern="bursty")
+    with pytest.raises(ConfigError, match="rate"):
+        load_options(rate=0)

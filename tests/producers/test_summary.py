@@ -1,0 +1,49 @@
+"""The load summary from synthetic results (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaserve.broker.messages import Result, Timings
+from adaserve.producers.results import JobResult
+from adaserve.producers.summary import summarize
+
+
+def res(job: str, rid: str, status: str, total: float, pred: int | None = None, reason: str = "") -> Result:
+    return Result(job_id=job, request_id=rid, status=status, prediction=pred, reason=reason,
+                  timings=Timings(submitted_ms=0, finished_ms=total, total_ms=total))
+
+
+def job(job_id: str, *results: Result, deadline: float = 100) -> JobResult:
+    return JobResult(job_id=job_id, app="a", model="m", run="r", deadline_ms=deadline, submitted_ms=0,
+                     results=tuple(results))
+
+
+def test_summary_counts_rates_and_accuracy() -> None:
+    results = [
+        job("j1", res("j1", "0", "completed", 10, 3), res("j1", "1", "completed", 150, 4)),  # one late
+        job("j2", res("j2", "0", "expired", 100, reason="deadline"), res("j2", "1", "completed", 20, 5)),
+        job("j3", res("j3", "0", "rejected", 1, reason="unknown_model")),
+    ]
+    labels = {("j1", "0"): 3, ("j1", "1"): 0, ("j2", "1"): 5}
+    s = summarize(results, run="r", model="m", pattern="constant", jobs=4, submitted=7, duration_s=2.0,
+                  elapsed_s=4.0, deadline_ms=100, labels=labels)
+    assert (s.submitted, s.completed, s.expired, s.rejected, s.failed, s.unfinished) == (7, 3, 1, 1, 0, 2)
+    assert s.finish_rate == pytest.approx(2 / 7)  # j1/0 and j2/1 within 100 ms
+    assert s.accuracy == pytest.approx(2 / 3)
+    assert s.p50_ms == 20 and s.p99_ms == pytest.approx(20 + 0.98 * 130)
+    assert s.throughput_rps == pytest.approx(3 / 4.0) and s.offered_jobs_per_s == 2.0
+    assert s.reasons == {"deadline": 1, "unknown_model": 1}
+
+
+def test_summary_of_nothing() -> None:
+    s = summarize([], run="r", model="m", pattern="poisson", jobs=0, submitted=0, duration_s=1.0,
+                  elapsed_s=0.0, deadline_ms=100)
+    assert s.finish_rate == 0 and s.p50_ms is None and s.accuracy is None and s.throughput_rps == 0
+
+
+def test_job_result_conveniences() -> None:
+    j = job("j", res("j", "0", "completed", 10, 1), res("j", "1", "completed", 90, 2))
+    assert j.ok and j.deadline_met and j.latency_ms == 90 and j.on_time == 2 and j.predictions == [1, 2]
+    late = job("j", res("j", "0", "completed", 10, 1), res("j", "1", "completed", 90, 2), deadline=50)
+    assert late.ok and not late.deadline_met and late.on_time == 1
