@@ -26,11 +26,12 @@ log = logging.getLogger("adaserve.stack")
 
 class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
-                 policy: str = "edf", worker_threads: int = 0, slots: int = 2, log_dir: Path | None = None) -> None:
+                 policy: str = "edf", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
+                 log_dir: Path | None = None) -> None:
         if cpu_workers < 0:
             raise ValueError("cpu_workers must be >= 0")
         self.settings = settings
-        self.cpu_workers, self.policy, self.slots = cpu_workers, policy, slots
+        self.cpu_workers, self.policy, self.slots, self.max_batch = cpu_workers, policy, slots, max_batch
         self.worker_threads = worker_threads
         self.gpu_worker = gpu_worker
         self.log_dir = log_dir or settings.data_dir / "logs"
@@ -48,7 +49,7 @@ class Stack:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,
                "ADASERVE_NAMESPACE": self.settings.namespace, "ADASERVE_DATA_DIR": str(self.settings.data_dir)}
-        self._spawn("planner", ["planner", "--policy", self.policy], env)
+        self._spawn("planner", ["planner", "--policy", self.policy, "--max-batch", str(self.max_batch)], env)
         worker = ["worker", "--pool", "cpu", "--slots", str(self.slots)]
         if self.worker_threads:
             worker += ["--threads", str(self.worker_threads)]

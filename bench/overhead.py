@@ -1,9 +1,117 @@
-"""`adaserve bench overhead`."""
+"""``adaserve bench overhead``: the pipeline against a direct onnxruntime loop, side by side.
+
+Both serve the same model at the same batch size with the same intra-op threads: (a) a loop that
+calls the runner on a stacked batch, (b) jobs of ``batch`` requests through producer → Redis →
+planner → worker → reply stream, kept saturated by a closed loop with several jobs outstanding.
+Rounds alternate (a) and (b) on one running pipeline; medians over rounds are reported.
+"""
 
 from __future__ import annotations
 
+import json
+import statistics
+import time
+from typing import Any
+
+import numpy as np
 import typer
 
 
+def _direct(runner: Any, batch: dict[str, np.ndarray], seconds: float) -> tuple[float, list[float]]:
+    lat: list[float] = []
+    n = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        runner.run(batch)
+        lat.append((time.perf_counter() - t) * 1000)
+        n += 1
+    return n * len(next(iter(batch.values()))) / seconds, lat
+
+
+def _pipeline(client: Any, make: Any, size: int, seconds: float, window: int) -> float:
+    outstanding = len(client.submit_many([make() for _ in range(window)]))
+    done = 0
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    while time.perf_counter() < end:
+        finished = client.poll(0.05)
+        done += sum(r.completed for r in finished)
+        if finished:
+            client.submit_many([make() for _ in finished])
+    took = time.perf_counter() - t0
+    client.drain(30)  # let the outstanding jobs finish before the next round
+    del outstanding
+    return done / took
+
+
+def _latency(client: Any, make: Any, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        res = client.submit(make()).result(30)
+        if res.completed:
+            out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def overhead(
+    model: str = typer.Option("fsdd-cnn", help="Model (its default variant)."),
+    batch: int = typer.Option(32, min=1, max=256, help="Batch size of both sides; each job carries this many requests."),
+    seconds: float = typer.Option(5.0, min=0.5, help="Seconds per measurement."),
+    rounds: int = typer.Option(3, min=1, help="Alternating rounds; medians are reported."),
+    threads: int = typer.Option(1, min=1, help="onnxruntime intra-op threads on both sides."),
+    window: int = typer.Option(4, min=1, help="Jobs kept outstanding in the pipeline."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Throughput ratio and added latency of the whole pipeline over direct onnxruntime."""
+    from rich.progress import Progress
+
+    from adaserve.bench.server import bench_settings
+    from adaserve.models.datasets import sample_inputs
+    from adaserve.producers import Client, make_job
+    from adaserve.stack import Stack
+    from adaserve.workers.runtime import load_runner
+
+    inputs, _ = sample_inputs(model, batch, seed=0)
+    stacked = {k: np.stack([x[k] for x in inputs]) for k in inputs[0]}
+    with bench_settings() as settings:
+        runner = load_runner(model, "default", "cpu", settings.data_dir, threads=threads)
+        stack = Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=threads, max_batch=batch)
+        with stack, Progress(transient=True, disable=as_json) as bar:
+            stack.wait_ready()
+            client = Client(stack.settings)
+
+            def make() -> Any:
+                return make_job(model, list(inputs), 60_000.0, run="bench-overhead")
+
+            _pipeline(client, make, batch, 1.0, window)  # warm-up
+            _direct(runner, stacked, 0.5)
+            task = bar.add_task("rounds", total=rounds)
+            direct_rps, piped_rps, direct_lat = [], [], []
+            for _ in range(rounds):
+                rps, lat = _direct(runner, stacked, seconds)
+                direct_rps.append(rps)
+                direct_lat += lat
+                piped_rps.append(_pipeline(client, make, batch, seconds, window))
+                bar.advance(task)
+            piped_lat = _latency(client, make, 50)
+            client.close()
+    a, b = statistics.median(direct_rps), statistics.median(piped_rps)
+    out = {
+        "model": model, "batch": batch, "threads": threads, "rounds": rounds, "seconds": seconds,
+        "direct_rps": a, "pipeline_rps": b, "throughput_ratio": b / a if a else 0.0,
+        "direct_rps_runs": [round(x, 1) for x in direct_rps], "pipeline_rps_runs": [round(x, 1) for x in piped_rps],
+        "direct_batch_p50_ms": float(np.percentile(direct_lat, 50)),
+        "pipeline_batch_p50_ms": float(np.percentile(piped_lat, 50)) if piped_lat else None,
+        "added_p50_ms": float(np.percentile(piped_lat, 50) - np.percentile(direct_lat, 50)) if piped_lat else None,
+    }
+    if as_json:
+        print(json.dumps(out))
+    else:
+        print(f"{model} batch {batch}: direct {a:.0f} req/s, pipeline {b:.0f} req/s, ratio {out['throughput_ratio']:.3f}; "
+              f"added p50 {out['added_p50_ms']:.2f} ms per batch")
+
+
 def register(bench_app: typer.Typer) -> None:
-    """Add the `overhead` benchmark to `adaserve bench`."""
+    bench_app.command("overhead")(overhead)
