@@ -117,21 +117,25 @@ class Planner:
             self.step()
 
     def step(self) -> None:
-        now_ms = self.now_ms()
-        self.pools.refresh(now_ms)
-        pending = any(len(s) for s in self.scheds.values())
-        free = self._refresh_inflight() if pending else True
+        self.pools.refresh(self.now_ms())
         if self.pools.workers == 0:
+            # No worker to plan for: leave jobs in the stream rather than reject them as unknown.
             self._read_telemetry(block_ms=200)
-        elif pending and not free:
+        elif self._pending() and not any(v.free > 0 for v in self.pools.views.values()):
+            # Only a finished batch (a telemetry event) can free a slot.
             self._read_telemetry(block_ms=20)
             self._read_ingress(block_ms=None)
         else:
-            self._read_ingress(block_ms=None if pending else self.settings.block_ms)
+            self._read_ingress(block_ms=None if self._pending() else self.settings.block_ms)
             self._read_telemetry(block_ms=None)
-        self._dispatch()
+        if self._pending():
+            self._refresh_inflight()
+            self._dispatch()
         self._housekeeping()
         self._pipe.execute()
+
+    def _pending(self) -> bool:
+        return any(len(s) for s in self.scheds.values())
 
     # -- ingress -------------------------------------------------------------------------------
     def _read_ingress(self, block_ms: int | None) -> None:
@@ -220,8 +224,8 @@ class Planner:
                                    tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool))
 
     # -- dispatch ------------------------------------------------------------------------------
-    def _refresh_inflight(self) -> bool:
-        """Read each pool's in-flight count from its group; True when any slot is free."""
+    def _refresh_inflight(self) -> None:
+        """Read each pool's in-flight count (``lag + pending`` of its group) from the server."""
         views = list(self.pools.views.values())
         for v in views:
             if v.name not in self._known_groups:
@@ -238,7 +242,6 @@ class Planner:
                 if _s(g.get("name")) == v.name:
                     lag = g.get("lag")
                     v.inflight = int(g.get("pending", 0)) + int(lag if lag is not None else 0)
-        return any(v.free > 0 for v in views)
 
     def _dispatch(self) -> None:
         now_ms = self.now_ms()
