@@ -1,9 +1,113 @@
-"""Commands of adaserve.models, added to the `adaserve` CLI by `register`."""
+"""``adaserve models build`` and ``adaserve models list``; also hooks in the profiler's commands.
+
+torch and the builders are imported inside the commands so that ``adaserve --help`` stays fast.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
 import typer
+
+models_app = typer.Typer(help="Build and list the model zoo.", no_args_is_help=True)
+
+
+def _data_dir() -> Path:
+    from adaserve.broker.settings import Settings
+
+    return Settings().data_dir
+
+
+@models_app.command("build")
+def build_cmd(
+    only: Annotated[Optional[list[str]], typer.Option("--only", help="Model to build (repeatable).")] = None,
+    tiny: Annotated[bool, typer.Option("--tiny", help="Few epochs on a data subset (CI).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 0,
+    out: Annotated[Optional[Path], typer.Option(help="Write <out>/<name>/ instead of the data dir "
+                                                     "(e.g. models/zoo to refresh the shipped copies).")] = None,
+) -> None:
+    """Train and export models (all of them unless --only), with a manifest each."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from adaserve.broker.errors import ModelNotFound
+    from adaserve.models.registry import build_model, built_dir, model_names
+
+    console = Console(stderr=True)
+    names = only or model_names()
+    unknown = [n for n in names if n not in model_names()]
+    if unknown:
+        raise typer.BadParameter(f"unknown model(s) {unknown}; known: {model_names()}",
+                                 param_hint="--only")
+    data_dir = _data_dir()
+    failed: list[str] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        overall = progress.add_task("models", total=len(names))
+        for name in names:
+            target = (out / name) if out else built_dir(name, data_dir)
+            try:
+                info = build_model(name, target, tiny=tiny, seed=seed, progress=progress)
+            except ModelNotFound as exc:
+                console.print(f"[red]{name}: {exc}")
+                failed.append(name)
+            else:
+                figures = ", ".join(f"{v.name} {v.metric}={v.quality:.4f}" for v in info.variants
+                                    if v.quality is not None)
+                console.print(f"[green]{name}[/] -> {target} in "
+                              f"{info.train.get('build_seconds', 0):.1f} s: {figures}")
+            progress.advance(overall)
+    if failed:
+        raise typer.Exit(1)
+
+
+def variant_rows(data_dir: Path) -> list[dict[str, Any]]:
+    """One dict per variant of every resolvable model, as ``models list --json`` prints them."""
+    from adaserve.models.registry import list_models, zoo_dir
+
+    rows = []
+    for model_dir, info in list_models(data_dir):
+        for v in info.variants:
+            rows.append({
+                "name": info.name, "variant": v.name, "family": info.family, "kind": v.kind,
+                "default": v.name == info.default_variant,
+                "artifacts": [str(model_dir / a) for a in v.artifacts],
+                "inputs": {k: {"shape": list(s.shape), "dtype": s.dtype} for k, s in v.inputs.items()},
+                "metric": v.metric, "quality": v.quality, "extra": v.extra,
+                "origin": "shipped" if model_dir.parent == zoo_dir() else "built",
+                "tiny": bool(info.train.get("tiny", False)),
+            })
+    return rows
+
+
+@models_app.command("list")
+def list_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line and variant.")] = False,
+) -> None:
+    """Every built or shipped model variant with its kind, artifacts and quality."""
+    rows = variant_rows(_data_dir())
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("model", "variant", "family", "kind", "metric", "quality", "origin")
+    for row in rows:
+        quality = "" if row["quality"] is None else f"{row['quality']:.4f}"
+        name = row["variant"] + (" *" if row["default"] else "")
+        table.add_row(row["name"], name, row["family"], row["kind"], row["metric"] or "",
+                      quality, row["origin"] + (" (tiny)" if row["tiny"] else ""))
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
+    from adaserve.models.profiling import cli as profiling_cli
+
+    app.add_typer(models_app, name="models")
+    profiling_cli.register(app)

@@ -1,0 +1,146 @@
+"""onnxruntime runners for the zoo's ONNX variants: whole models, modality subsets, early exits.
+
+Outputs of every runner: ``logits`` and ``probs`` (softmax) per request; ``predictions`` is the
+arg-max class and ``confidences`` its probability. ``request_exec_s`` is, per request, the time
+from the start of the batch until that request's answer was known: the whole batch's time for a
+static model, and the time up to its exit for an early-exit model.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from adaserve.broker.errors import InvalidMessage
+from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
+from adaserve.workers.runtime.base import RunOutput, choose_providers
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+
+def default_threads() -> int:
+    """CPUs this process may run on (the container's share, not the host's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def make_session(path: Path, device: str, threads: int | None = None) -> "ort.InferenceSession":
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads or default_threads()
+    # Batches of one model run one after another in a worker, so parallel graph branches buy nothing.
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), sess_options=opts, providers=choose_providers(device))
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def check_inputs(specs: dict[str, InputSpec], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inputs a variant takes, cast to their dtypes; extra modalities are ignored.
+
+    ``InvalidMessage`` (reason ``schema``) when one is missing, batch sizes differ or a per-sample
+    shape is not the manifest's.
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, spec in specs.items():
+        if name not in inputs:
+            raise InvalidMessage("schema", f"missing input {name!r} (needs {sorted(specs)})")
+        arr = np.ascontiguousarray(inputs[name], dtype=spec.dtype)
+        if arr.shape[1:] != tuple(spec.shape):
+            raise InvalidMessage("schema", f"input {name!r} has per-sample shape {arr.shape[1:]}, "
+                                           f"expected {tuple(spec.shape)}")
+        out[name] = arr
+    sizes = {a.shape[0] for a in out.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        raise InvalidMessage("schema", f"inputs must share one non-empty batch axis, got {sizes}")
+    return out
+
+
+class _Base:
+    def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
+                 threads: int | None = None) -> None:
+        self.model = info.name
+        self.variant = variant.name
+        self.device = device
+        self.inputs = tuple(variant.inputs)
+        self.specs = variant.inputs
+        self.sessions = [make_session(model_dir / a, device, threads) for a in variant.artifacts]
+
+
+class OnnxRunner(_Base):
+    """One ONNX graph per variant (kinds ``whole`` and ``modality-subset``)."""
+
+    def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+        feed = check_inputs(self.specs, inputs)
+        start = time.perf_counter()
+        (logits,) = self.sessions[0].run(["logits"], feed)
+        elapsed = time.perf_counter() - start
+        probs = softmax(logits)
+        return RunOutput(outputs={"logits": logits, "probs": probs},
+                         predictions=probs.argmax(axis=1), confidences=probs.max(axis=1),
+                         request_exec_s=np.full(len(logits), elapsed))
+
+
+class EarlyExitRunner(_Base):
+    """Stage-by-stage early exits (kind ``exit``): later stages run only for unsure requests.
+
+    Artifact k is stage k: it maps its one input (the model input for stage 1, the previous
+    stage's ``features`` after that) to its exit's ``logits`` and, except for the last stage, the
+    ``features`` the next stage needs. ``rows_per_stage`` counts the rows each stage ran on in the
+    last batch, which makes the skipped work observable.
+    The ``default`` variant keeps a request going while its confidence is below ``threshold``;
+    variant ``exitK`` runs stages 1..K for every request and answers from exit K. ``exits`` gives
+    each request's exit (1-based).
+    """
+
+    def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
+                 threads: int | None = None, threshold: float | None = None) -> None:
+        super().__init__(model_dir, info, variant, device, threads)
+        self.stop_at = int(variant.extra.get("exit") or len(self.sessions))
+        self.threshold = float(threshold if threshold is not None
+                               else variant.extra.get("threshold", 1.0))
+        self.first_input = self.inputs[0]
+        self.feed_names = [s.get_inputs()[0].name for s in self.sessions]
+        self.rows_per_stage: list[int] = []
+
+    def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+        x = check_inputs(self.specs, inputs)[self.first_input]
+        n = len(x)
+        logits = np.zeros((n, 0), dtype=np.float32)
+        exits = np.zeros(n, dtype=np.int64)
+        done_s = np.zeros(n)
+        rows = np.arange(n)
+        self.rows_per_stage = []
+        start = time.perf_counter()
+        for k, session in enumerate(self.sessions[:self.stop_at], start=1):
+            last = k == self.stop_at
+            names = ["logits"] if last else ["logits", "features"]
+            self.rows_per_stage.append(len(rows))
+            outs = session.run(names, {self.feed_names[k - 1]: x})
+            now = time.perf_counter() - start
+            stage_logits = outs[0]
+            if logits.shape[1] == 0:
+                logits = np.zeros((n, stage_logits.shape[1]), dtype=np.float32)
+            leaving = np.ones(len(rows), dtype=bool) if last else (
+                softmax(stage_logits).max(axis=1) >= self.threshold)
+            logits[rows[leaving]] = stage_logits[leaving]
+            exits[rows[leaving]] = k
+            done_s[rows[leaving]] = now
+            if last or leaving.all():
+                break
+            rows, x = rows[~leaving], outs[1][~leaving]
+        probs = softmax(logits)
+        return RunOutput(outputs={"logits": logits, "probs": probs},
+                         predictions=probs.argmax(axis=1), confidences=probs.max(axis=1),
+                         exits=exits, request_exec_s=done_s)
