@@ -8,6 +8,7 @@
     ├── ServerUnsupported         the Redis-compatible server lacks a required command
     ├── ModelNotFound             a model or variant with no built artifact
     ├── ModelLoadError            a built model that the runtime could not load
+    ├── BuildError                a model build whose own checks failed (e.g. split != whole)
     ├── JobTimeout                ``JobHandle.result`` ran out of time before every request ended
     └── EmbeddedServerError       the embedded server could not be started
 
@@ -53,6 +54,10 @@ class ModelNotFound(AdaserveError):
 
 class ModelLoadError(AdaserveError):
     """A built model the runtime failed to load (corrupt artifact, missing provider, ...)."""
+
+
+class BuildError(AdaserveError):
+    """A model build that produced artifacts failing its own verification."""
 
 
 class JobTimeout(AdaserveError):

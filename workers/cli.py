@@ -2,8 +2,80 @@
 
 from __future__ import annotations
 
+import enum
+import logging
+import os
+import signal
+import threading
+from types import FrameType
+
 import typer
+
+
+class PoolName(str, enum.Enum):
+    cpu = "cpu"
+    gpu = "gpu"
 
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
+    app.command("worker")(worker)
+
+
+def worker(
+    pool: PoolName = typer.Option(PoolName.cpu, "--pool", help="Pool to serve: its batch stream and consumer group."),
+    slots: int = typer.Option(2, "--slots", min=1, help="Batches held at once (one running, the rest prefetched)."),
+    models: str = typer.Option("", "--models", help="Comma-separated models to preload and advertise (default: every built model)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per model session (0: the runtime's default)."),
+    name: str = typer.Option("", "--name", help="Worker id and consumer name (default: pool-host-pid-random)."),
+    log_level: str = typer.Option("INFO", "--log-level", help="Logging level."),
+) -> None:
+    """Serve batches of one pool until SIGTERM or Ctrl-C, then finish the batches in hand and exit."""
+    from rich.console import Console
+    from rich.logging import RichHandler
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    import redis
+
+    from adaserve.broker import AdaserveError, Settings, load_settings
+    from adaserve.workers.config import WorkerConfig
+    from adaserve.workers.service import Worker
+
+    err = Console(stderr=True)
+    logging.basicConfig(level=log_level.upper(), format="%(message)s", datefmt="[%X]",
+                        handlers=[RichHandler(console=err, show_path=False)])
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            err.print("[red]second signal: leaving at once; batches in hand will be reclaimed[/red]")
+            os._exit(130)  # not sys.exit: unwinding would wait for the very drain being skipped
+        err.print(f"[yellow]{signal.Signals(signum).name}: finishing the batches in hand[/yellow]")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    settings: Settings | None = None
+    try:
+        settings = load_settings()
+        config = WorkerConfig(
+            pool=pool.value, slots=slots, threads=threads or None, name=name or None,
+            models=tuple(m.strip() for m in models.split(",") if m.strip()) or None,
+        )
+        w = Worker(settings, config)
+        with Progress(TextColumn("loading models"), BarColumn(), TextColumn("{task.completed}/{task.total} {task.description}"),
+                      console=err, transient=True) as progress:
+            task = progress.add_task("", total=None)
+
+            def on_load(model: str, i: int, n: int) -> None:
+                progress.update(task, completed=i, total=max(n, 1), description=model)
+
+            w.start(on_load)
+        w.run(stop)  # also when a signal came during start: it then only says goodbye
+    except AdaserveError as exc:
+        err.print(f"[red]adaserve worker: {exc}[/red]")
+        raise typer.Exit(2) from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        where = settings.redis_url if settings is not None else "?"
+        err.print(f"[red]adaserve worker: cannot reach the server at {where}: {exc}[/red]")
+        raise typer.Exit(2) from None

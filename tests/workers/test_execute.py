@@ -1,0 +1,134 @@
+"""Batch execution without Redis: stacking, per-request outcomes, every failure contained."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaserve.broker import Tensor
+from adaserve.broker.errors import ModelLoadError, ModelNotFound
+from adaserve.broker.messages import Batch, BatchItem, Plan
+from adaserve.workers import Executor, RunnerCache, ServerClock
+from adaserve.workers.runtime.base import RunOutput
+
+
+class Doubler:
+    """Predicts the sum of each row; records what it was given."""
+
+    model, variant, device, inputs = "m", "v1", "cpu", ("a",)
+
+    def __init__(self, fail: Exception | None = None, outputs: dict[str, np.ndarray] | None = None) -> None:
+        self.calls: list[dict[str, np.ndarray]] = []
+        self.fail = fail
+        self.extra = outputs or {}
+
+    def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+        self.calls.append(inputs)
+        if self.fail is not None:
+            raise self.fail
+        a = inputs["a"]
+        n = len(a)
+        return RunOutput({"twice": a * 2, "big": np.zeros((n, 5000), np.float32), **self.extra},
+                         predictions=a.reshape(n, -1).sum(1).astype(np.int64), confidences=np.full(n, 0.5),
+                         exits=np.arange(n), request_exec_s=np.full(n, 0.001))
+
+
+def _batch(*arrays: np.ndarray, model: str = "m") -> Batch:
+    items = [BatchItem(job_id="j", request_id=f"r{i}", app="a", reply_to="c", inputs={"a": Tensor.from_numpy(x)},
+                       submitted_ms=0.0, deadline_ms=1e12) for i, x in enumerate(arrays)]
+    return Batch(id="b", model=model, plan=Plan(), items=items, dispatched_ms=0.0)
+
+
+def _executor(runner: object) -> Executor:
+    def load(model: str, variant: str, device: str, data_dir: object) -> object:
+        if model != "m":
+            raise ModelNotFound(f"no {model}")
+        return runner
+
+    return Executor(RunnerCache(load, device="cpu", data_dir=None), ServerClock(), max_output_elements=100)  # type: ignore[arg-type]
+
+
+def test_requests_are_stacked_and_split() -> None:
+    runner = Doubler()
+    out = _executor(runner).run(_batch(np.array([1, 2], np.int64), np.array([3, 4], np.int64)))
+    assert len(runner.calls) == 1 and runner.calls[0]["a"].shape == (2, 2)
+    assert [i.prediction for i in out.items] == [3, 7]
+    assert [i.exit for i in out.items] == [0, 1] and [i.exec_ms for i in out.items] == [1.0, 1.0]
+    assert out.variant == "v1" and out.failed == []
+    assert set(out.items[1].outputs) == {"twice"}  # "big" has 5000 elements per request: left out
+    np.testing.assert_array_equal(out.items[1].outputs["twice"].to_numpy(), [6, 8])
+
+
+def test_unknown_model_fails_every_request() -> None:
+    out = _executor(Doubler()).run(_batch(np.zeros(2, np.int64), model="other"))
+    assert [i.status for i in out.items] == ["failed"] and out.items[0].reason.startswith("unknown_model")
+
+
+def test_runtime_exception_fails_the_group_not_the_process() -> None:
+    out = _executor(Doubler(fail=RuntimeError("device lost"))).run(_batch(np.zeros(2, np.int64), np.zeros(2, np.int64)))
+    assert [i.status for i in out.items] == ["failed", "failed"]
+    assert out.items[0].reason == "runtime_error: RuntimeError: device lost"
+    code, detail = out.failure_summary()
+    assert code == "runtime_error" and detail.startswith("2/2 requests failed")
+
+
+def test_shapes_are_grouped_and_a_bad_group_fails_alone() -> None:
+    class Picky(Doubler):
+        def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+            if inputs["a"].shape[1] != 2:
+                self.calls.append(inputs)
+                raise ValueError("wrong width")
+            return super().run(inputs)
+
+    runner = Picky()
+    out = _executor(runner).run(_batch(np.ones(2, np.int64), np.ones(3, np.int64), np.ones(2, np.int64)))
+    assert [i.status for i in out.items] == ["completed", "failed", "completed"]
+    assert out.items[1].reason.startswith("bad_input: ValueError")
+    assert sorted(c["a"].shape for c in runner.calls) == [(1, 3), (2, 2)]
+
+
+def test_runner_returning_the_wrong_count_is_a_runtime_error() -> None:
+    class Short(Doubler):
+        def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+            out = super().run(inputs)
+            out.predictions = out.predictions[:1]
+            return out
+
+    out = _executor(Short()).run(_batch(np.ones(2, np.int64), np.ones(2, np.int64)))
+    assert all(i.reason.startswith("runtime_error") for i in out.items)
+
+
+def test_missing_input_fails_that_request() -> None:
+    batch = _batch(np.ones(2, np.int64))
+    item = batch.items[0].model_copy(update={"inputs": {"b": Tensor.from_numpy(np.ones(2))}})
+    batch = batch.model_copy(update={"items": [item, *_batch(np.ones(2, np.int64)).items]})
+    out = _executor(Doubler()).run(batch)
+    assert [i.status for i in out.items] == ["failed", "completed"]
+    assert "missing input 'a'" in out.items[0].reason
+
+
+def test_failed_loads_are_remembered() -> None:
+    calls = []
+
+    def load(model: str, variant: str, device: str, data_dir: object) -> object:
+        calls.append(model)
+        raise OSError("corrupt file")
+
+    cache = RunnerCache(load, device="cpu", data_dir=None, retry_s=60)  # type: ignore[arg-type]
+    for _ in range(3):
+        with pytest.raises(ModelLoadError, match="corrupt file"):
+            cache.get("m")
+    assert calls == ["m"]
+
+
+def test_runner_cached_under_its_resolved_variant_and_threads_passed() -> None:
+    seen = {}
+
+    def load(model: str, variant: str, device: str, data_dir: object, threads: int | None = None) -> object:
+        seen["threads"] = threads
+        return Doubler()
+
+    cache = RunnerCache(load, device="cpu", data_dir=None, threads=3)  # type: ignore[arg-type]
+    first = cache.get("m", "default")
+    assert cache.get("m", "v1") is first and seen == {"threads": 3}
+    assert cache.variants() == [("m", "default"), ("m", "v1")] and cache.models() == ["m"]

@@ -1,0 +1,60 @@
+"""What one worker process is asked to do (the ``adaserve worker`` options)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from dataclasses import dataclass
+
+from adaserve.broker.errors import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """``pool`` names the batch stream and consumer group; ``device`` defaults from it.
+
+    ``slots`` is how many batches the worker holds at once (read and not yet finished): two keep
+    one running while the next is already decoded, so the device never waits on the network.
+    ``models`` limits preloading and what the heartbeat advertises (``None``: every built model);
+    a batch for another available model is still served after a lazy load.
+    """
+
+    pool: str = "cpu"
+    slots: int = 2
+    models: tuple[str, ...] | None = None
+    threads: int | None = None
+    name: str | None = None
+    device: str | None = None
+    max_output_elements: int = 1024
+    preload: bool = True
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.pool):
+            raise ConfigError(f"pool {self.pool!r} must be 1-128 characters of [A-Za-z0-9_.:-]")
+        if self.slots < 1:
+            raise ConfigError(f"slots must be at least 1, not {self.slots}")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"threads must be at least 1, not {self.threads}")
+        if self.name is not None and not _NAME.match(self.name):
+            raise ConfigError(f"worker name {self.name!r} must be 1-128 characters of [A-Za-z0-9_.:-]")
+        if self.resolved_device not in ("cpu", "gpu"):
+            raise ConfigError(f"device must be 'cpu' or 'gpu', not {self.resolved_device!r}")
+        if self.max_output_elements < 0:
+            raise ConfigError("max_output_elements must not be negative")
+
+    @property
+    def resolved_device(self) -> str:
+        if self.device is not None:
+            return self.device
+        return "gpu" if self.pool.startswith("gpu") else "cpu"
+
+    def worker_id(self) -> str:
+        """The consumer name: given, or unique per process so a restart never inherits a PEL."""
+        if self.name:
+            return self.name
+        host = re.sub(r"[^A-Za-z0-9_.\-]", "-", socket.gethostname())[:40] or "host"
+        return f"{self.pool}-{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

@@ -1,0 +1,154 @@
+"""One batch through its runner: requests stacked along axis 0, one outcome per request.
+
+Nothing here touches Redis; ``results`` turns an outcome into wire results and the event.
+Every failure (unknown model, a load error, inputs that do not fit, an exception in the runtime)
+becomes a ``failed`` outcome with a reason for the requests it concerns, never an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from adaserve.broker.errors import InvalidMessage, ModelLoadError, ModelNotFound
+from adaserve.broker.messages import Batch
+from adaserve.workers.clock import ServerClock
+from adaserve.workers.inputs import InputError, Signature, gather, signature, specs_of, targets
+from adaserve.workers.runners import RunnerCache
+from adaserve.workers.runtime.base import RunOutput, Runner
+
+# Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
+# InvalidArgument among them); anything else is the runtime's own fault.
+_INPUT_ERRORS = ("InvalidArgument", "ValueError", "TypeError", "IndexError")
+
+
+@dataclass(frozen=True, slots=True)
+class WireRow:
+    """One request's slice of an output, already in wire form (little-endian, C order)."""
+
+    dtype: str
+    shape: list[int]
+    data: bytes
+
+    def to_numpy(self) -> np.ndarray:
+        return np.frombuffer(self.data, dtype=np.dtype(self.dtype).newbyteorder("<")).reshape(self.shape)
+
+
+@dataclass
+class ItemOutcome:
+    status: Literal["completed", "failed"]
+    reason: str = ""
+    prediction: int | None = None
+    confidence: float | None = None
+    exit: int | None = None
+    outputs: dict[str, WireRow] = field(default_factory=dict)
+    exec_ms: float = 0.0
+
+
+@dataclass
+class BatchOutcome:
+    variant: str
+    items: list[ItemOutcome]
+    started_ms: float
+    finished_ms: float
+    exec_ms: float  # wall time inside the runner, all groups together
+
+    @property
+    def failed(self) -> list[int]:
+        return [i for i, it in enumerate(self.items) if it.status == "failed"]
+
+    def failure_summary(self) -> tuple[str, str]:
+        """The most common failure code of the batch and a detail naming the first reasons."""
+        reasons = [self.items[i].reason for i in self.failed]
+        codes = [r.split(":", 1)[0] for r in reasons]
+        code = max(set(codes), key=codes.count) if codes else ""
+        detail = "; ".join(dict.fromkeys(reasons[:3]))
+        return code, f"{len(reasons)}/{len(self.items)} requests failed: {detail}"
+
+
+class Executor:
+    def __init__(self, runners: RunnerCache, clock: ServerClock, *, max_output_elements: int = 1024) -> None:
+        self.runners = runners
+        self._clock = clock
+        self._max_out = max_output_elements
+
+    def run(self, batch: Batch) -> BatchOutcome:
+        n = len(batch.items)
+        try:
+            runner = self.runners.get(batch.model, batch.plan.variant)
+        except (ModelNotFound, ModelLoadError) as exc:
+            code = "unknown_model" if isinstance(exc, ModelNotFound) else "load_failed"
+            now = self._clock.now_ms()
+            return BatchOutcome(batch.plan.variant, [ItemOutcome("failed", f"{code}: {exc}") for _ in range(n)],
+                                now, now, 0.0)
+        items: list[ItemOutcome | None] = [None] * n
+        names = tuple(runner.inputs)
+        specs = specs_of(runner)
+        groups: dict[Signature, list[int]] = {}
+        for i, item in enumerate(batch.items):
+            try:
+                groups.setdefault(signature(item.inputs, names), []).append(i)
+            except InputError as exc:
+                items[i] = ItemOutcome("failed", f"bad_input: {exc}")
+        started = self._clock.now_ms()
+        exec_s = 0.0
+        for sig, idx in groups.items():
+            try:
+                target = targets(sig, specs)
+            except InputError as exc:
+                for i in idx:
+                    items[i] = ItemOutcome("failed", f"bad_input: {exc}")
+                continue
+            arrays = gather([batch.items[i].inputs for i in idx], sig, target)
+            exec_s += self._run_group(runner, arrays, idx, items)
+        finished = self._clock.now_ms()
+        done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
+        return BatchOutcome(getattr(runner, "variant", batch.plan.variant), done, started, finished, exec_s * 1000.0)
+
+    def _run_group(self, runner: Runner, arrays: dict[str, np.ndarray], idx: list[int],
+                   items: list[ItemOutcome | None]) -> float:
+        t0 = time.perf_counter()
+        try:
+            out = runner.run(arrays)
+            dt = time.perf_counter() - t0
+            split = self._split(out, len(idx), dt)
+        except Exception as exc:  # noqa: BLE001 - the worker must survive whatever the runtime raises
+            dt = time.perf_counter() - t0
+            name = type(exc).__name__
+            code = "bad_input" if isinstance(exc, InvalidMessage) or name in _INPUT_ERRORS else "runtime_error"
+            msg = str(exc).strip().splitlines()[0][:500] if str(exc).strip() else ""
+            for i in idx:
+                items[i] = ItemOutcome("failed", f"{code}: {name}: {msg}", exec_ms=dt * 1000.0)
+            return dt
+        for i, outcome in zip(idx, split):
+            items[i] = outcome
+        return dt
+
+    def _split(self, out: RunOutput, n: int, dt: float) -> list[ItemOutcome]:
+        cols: dict[str, list[Any]] = {}
+        for label, arr in (("predictions", out.predictions), ("confidences", out.confidences),
+                           ("exits", out.exits), ("request_exec_s", out.request_exec_s)):
+            if arr is not None and len(arr) != n:
+                raise RuntimeError(f"runner returned {len(arr)} {label} for {n} requests")
+            cols[label] = [None] * n if arr is None else np.asarray(arr).tolist()  # Python scalars, in C
+        preds, confs, exits = cols["predictions"], cols["confidences"], cols["exits"]
+        exec_ms = [dt * 1000.0] * n if out.request_exec_s is None else [s * 1000.0 for s in cols["request_exec_s"]]
+        rows = {k: _rows(v) for k, v in out.outputs.items()
+                if v.ndim >= 1 and v.shape[0] == n and v[0].size <= self._max_out}
+        return [ItemOutcome("completed", prediction=None if preds[j] is None else int(preds[j]),
+                            confidence=None if confs[j] is None else float(confs[j]),
+                            exit=None if exits[j] is None else int(exits[j]),
+                            outputs={k: r[j] for k, r in rows.items()}, exec_ms=exec_ms[j])
+                for j in range(n)]
+
+
+def _rows(a: np.ndarray) -> list[WireRow]:
+    """Per-request wire rows of a batch output: one conversion per batch, then byte slices."""
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype)
+    blob = a.tobytes()
+    step = len(blob) // len(a) if len(a) else 0
+    name, shape = str(a.dtype), list(a.shape[1:])
+    return [WireRow(name, shape, blob[j * step:(j + 1) * step]) for j in range(len(a))]

@@ -1,0 +1,85 @@
+"""Fitting requests' tensors to what a runner takes: names, per-sample shape and dtype.
+
+Requests carry one sample per tensor (no batch axis), as the model manifest's ``InputSpec``
+describes them. A runner may expose its specs (``specs`` or ``input_specs``: name -> object with
+``shape`` and ``dtype``); then each request is checked on its own and a bad one fails alone.
+Requests are grouped by the shapes and dtypes of their tensors, as they came off the wire, and
+each group is stacked straight from the wire bytes (one copy) and run on its own: without specs a
+wrong shape still fails only its own group, when the runtime rejects it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from adaserve.broker.tensors import Tensor
+
+Spec = tuple[tuple[int, ...], str]  # per-sample shape (negative or 0 = any size), dtype
+Signature = tuple[tuple[str, str, tuple[int, ...]], ...]  # (input, dtype, shape) on the wire
+
+
+class InputError(ValueError):
+    """A request whose inputs do not fit the runner; the message says why."""
+
+
+def specs_of(runner: Any) -> dict[str, Spec] | None:
+    raw = getattr(runner, "specs", None) or getattr(runner, "input_specs", None)
+    if not isinstance(raw, Mapping):
+        return None
+    out: dict[str, Spec] = {}
+    for name, spec in raw.items():
+        shape = getattr(spec, "shape", None)
+        dtype = getattr(spec, "dtype", None)
+        if shape is None and isinstance(spec, tuple) and len(spec) == 2:
+            shape, dtype = spec
+        if shape is None or dtype is None:
+            return None
+        out[str(name)] = (tuple(int(d) if d is not None else -1 for d in shape), str(dtype))
+    return out
+
+
+def signature(inputs: Mapping[str, Tensor], names: Sequence[str]) -> Signature:
+    """What a request brings for each input ``names`` asks for; ``InputError`` if one is missing."""
+    try:
+        return tuple((name, inputs[name].dtype, inputs[name].shape) for name in names)
+    except KeyError:
+        missing = next(n for n in names if n not in inputs)
+        have = ", ".join(sorted(inputs)) or "none"
+        raise InputError(f"missing input {missing!r} (request has: {have})") from None
+
+
+def targets(sig: Signature, specs: Mapping[str, Spec] | None) -> dict[str, Spec]:
+    """Per input, the per-sample shape and dtype a group with signature ``sig`` is run with."""
+    out: dict[str, Spec] = {}
+    for name, dtype, shape in sig:
+        spec = specs.get(name) if specs else None
+        out[name] = (shape, dtype) if spec is None else _conform(name, dtype, shape, spec)
+    return out
+
+
+def _conform(name: str, dtype: str, shape: tuple[int, ...], spec: Spec) -> Spec:
+    want, want_dtype = spec
+    if len(shape) == len(want) + 1 and shape[0] == 1:
+        shape = shape[1:]  # a producer that kept a batch axis of one: accept it
+    if len(shape) != len(want) or any(w > 0 and d != w for d, w in zip(shape, want)):
+        raise InputError(f"input {name!r} has shape {list(shape)}, the model takes {list(want)} per request")
+    src, dst = np.dtype(dtype), np.dtype(want_dtype)
+    # Floats may lose precision (float64 -> float32 is what producers in other languages send);
+    # integers may only widen, since a narrowed token id would silently wrap.
+    if src != dst and not ((src.kind == "f" and dst.kind == "f") or np.can_cast(src, dst, casting="safe")):
+        raise InputError(f"input {name!r} is {dtype}, the model takes {want_dtype}")
+    return shape, want_dtype
+
+
+def gather(rows: Sequence[Mapping[str, Tensor]], sig: Signature, target: Mapping[str, Spec]) -> dict[str, np.ndarray]:
+    """Stack the requests of one group along axis 0, straight from their wire bytes."""
+    out: dict[str, np.ndarray] = {}
+    for name, dtype, _ in sig:
+        shape, want = target[name]
+        buf = bytearray().join(row[name].data for row in rows)  # writable, unlike joined bytes
+        arr = np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<")).reshape((len(rows), *shape))
+        out[name] = arr if arr.dtype == np.dtype(want) else arr.astype(want)
+    return out

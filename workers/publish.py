@@ -1,0 +1,110 @@
+"""The end of a batch on Redis: one finaliser call that publishes, acks and emits the event.
+
+Results reach reply streams only through the finaliser script, so a batch that is finished twice (a
+reclaim racing a slow worker) still yields one result per request. A batch with failed requests is
+dead-lettered *before* the finaliser acks it: a crash in between redelivers it, which at worst
+repeats the dead letter, while the results stay exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import redis
+
+from adaserve.broker.codec import encode, unpack
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.events import BatchFinished, RequestTiming
+from adaserve.broker.keys import Keys
+from adaserve.broker.messages import Batch, Result
+from adaserve.broker.settings import Settings
+from adaserve.broker.streams import Entry, ack, dead_letter
+from adaserve.workers.clock import ServerClock
+from adaserve.workers.execute import BatchOutcome
+from adaserve.workers.finish import Packed, PackedFinalizer
+from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, finished
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_RETRY_S = (0.1, 0.5, 2.0)
+
+
+class Publisher:
+    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, *, worker: str, pool: str,
+                 device: str, clock: ServerClock) -> None:
+        self._r = r
+        self._s = settings
+        self._keys = Keys(settings.namespace)
+        self._fin = PackedFinalizer(r, settings)
+        self._worker, self._pool, self._device = worker, pool, device
+        self._clock = clock
+        self.group = pool
+
+    def finish(self, entry: Entry, batch: Batch, outcome: BatchOutcome, deliveries: int = 1) -> int:
+        """Publish the batch's results; returns how many were new (0 for a duplicate)."""
+        packed, event = finished(batch, outcome, worker=self._worker, pool=self._pool, device=self._device)
+        if outcome.failed:
+            code, detail = outcome.failure_summary()
+            self._dead(entry, code, detail, batch.id, deliveries)
+        return self._retry(lambda: self._fin.end(packed, ack=(entry.stream, self.group, entry.id), event=event))
+
+    def reject(self, entry: Entry, *, reason: str, detail: str, batch: Batch | None, deliveries: int) -> int:
+        """Dead-letter a batch that cannot be served and end each of its requests as ``failed``."""
+        now = self._clock.now_ms()
+        text = f"{reason}: {detail}"
+        if batch is not None:
+            packed, event = finished(batch, all_failed(batch, text, now), worker=self._worker,
+                                     pool=self._pool, device=self._device)
+            batch_id = batch.id
+        else:
+            body = _body(entry.raw)
+            results = failed_from_raw(body, text, worker=self._worker, now_ms=now)
+            raw_id = body.get("id")
+            batch_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= 256 else entry.id
+            event = self._event(batch_id, body.get("model"), [res for res, _ in results], now)
+            packed = [Packed.of(res, reply) for res, reply in results]
+        self._dead(entry, reason, detail, batch_id, deliveries)
+        return self._retry(lambda: self._fin.end(packed, ack=(entry.stream, self.group, entry.id), event=event))
+
+    def drop(self, entry: Entry) -> None:
+        """Ack an entry that no longer has a body (trimmed or deleted while pending)."""
+        self._retry(lambda: ack(self._r, entry.stream, self.group, entry.id))
+
+    def _dead(self, entry: Entry, reason: str, detail: str, batch_id: str, deliveries: int) -> None:
+        log.warning("dead-lettering batch %s (entry %s): %s: %s", batch_id, entry.id, reason, detail)
+        ev = deadlettered(batch_id, self._pool, deliveries, reason, self._clock.now_ms())
+
+        def send() -> None:
+            dead_letter(self._r, self._keys.dead, reason=reason, detail=detail, source=entry.stream,
+                        entry_id=entry.id, raw=entry.raw, maxlen=self._s.stream_maxlen)
+            self._r.xadd(self._keys.telemetry, {b"m": ev}, maxlen=self._s.telemetry_maxlen, approximate=True)
+
+        self._retry(send)
+
+    def _event(self, batch_id: str, model: object, results: list[Result], now: float) -> bytes:
+        items = [RequestTiming(job_id=r.job_id, request_id=r.request_id, app=r.app, status="failed",
+                               queue_ms=0.0, exec_ms=0.0, total_ms=r.timings.total_ms) for r in results]
+        return encode(BatchFinished(ts=now, batch_id=batch_id, pool=self._pool, worker=self._worker,
+                                    model=model if isinstance(model, str) else "", device=self._device,
+                                    size=len(items), exec_ms=0.0, items=items))
+
+    @staticmethod
+    def _retry(fn: Callable[[], T]) -> T:
+        """Ride out a short connection loss; every call made through here is idempotent or harmless twice."""
+        for pause in _RETRY_S:
+            try:
+                return fn()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("redis unavailable (%s); retrying in %.1f s", exc, pause)
+                time.sleep(pause)
+        return fn()
+
+
+def _body(raw: bytes | None) -> dict[str, object]:
+    try:
+        return unpack(raw) if raw is not None else {}
+    except InvalidMessage:
+        return {}

@@ -1,0 +1,95 @@
+"""Outcomes -> the wire: one encoded result per request and the batch's ``batch.finished`` event.
+
+The hot path builds the msgpack maps of ``Result`` and ``BatchFinished`` directly (see
+``finish`` for why); the tests check that every map validates as its pydantic model. Rare paths
+(failures) build pydantic models, which validate as they are made.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgpack
+
+from adaserve.broker.codec import encode
+from adaserve.broker.events import BatchDeadLettered
+from adaserve.broker.messages import SCHEMA_VERSION, Batch, Result, Timings
+from adaserve.workers.execute import BatchOutcome, ItemOutcome
+from adaserve.workers.finish import Packed
+
+_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+def finished(
+    batch: Batch, outcome: BatchOutcome, *, worker: str, pool: str, device: str,
+) -> tuple[list[Packed], bytes]:
+    """The encoded result of every request of ``batch`` and the ``batch.finished`` event bytes."""
+    packb = msgpack.Packer(use_bin_type=True).pack
+    plan = batch.plan.model_dump(mode="python")
+    fin = outcome.finished_ms
+    packed: list[Packed] = []
+    timings: list[dict[str, Any]] = []
+    for item, out in zip(batch.items, outcome.items):
+        ok = out.status == "completed"
+        started = outcome.started_ms if ok else fin
+        sub = item.submitted_ms
+        queue_ms = started - sub if started > sub else 0.0
+        total_ms = fin - sub if fin > sub else 0.0
+        exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
+        result = {
+            "v": SCHEMA_VERSION, "type": "result", "job_id": item.job_id, "request_id": item.request_id,
+            "app": item.app, "model": batch.model, "status": out.status, "reason": out.reason,
+            "outputs": {k: {"dtype": v.dtype, "shape": v.shape, "data": v.data} for k, v in out.outputs.items()},
+            "prediction": out.prediction, "confidence": out.confidence, "exit": exit_, "plan": plan,
+            "worker": worker,
+            "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
+                        "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
+                        "exec_ms": out.exec_ms, "total_ms": total_ms},
+        }
+        packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, packb(result)))
+        timings.append({"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
+                        "status": out.status, "queue_ms": queue_ms, "exec_ms": out.exec_ms,
+                        "total_ms": total_ms, "exit": exit_, "confidence": out.confidence})
+    event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
+             "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
+             "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings}
+    return packed, packb(event)
+
+
+def all_failed(batch: Batch, reason: str, now_ms: float) -> BatchOutcome:
+    """An outcome that fails every request of ``batch`` (dead-lettered before it could run)."""
+    items = [ItemOutcome("failed", reason) for _ in batch.items]
+    return BatchOutcome(batch.plan.variant, items, now_ms, now_ms, 0.0)
+
+
+def failed_from_raw(body: dict[str, Any], reason: str, *, worker: str, now_ms: float) -> list[tuple[Result, str]]:
+    """Best-effort ``failed`` results for a batch that does not decode.
+
+    Items whose ids and reply stream can still be read get a result, so their producers learn
+    the fate of their requests instead of waiting for a timeout; the rest is only dead-lettered.
+    """
+    out: list[tuple[Result, str]] = []
+    items = body.get("items")
+    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    seen: set[tuple[str, str]] = set()
+    for it in items if isinstance(items, list) else []:
+        if not isinstance(it, dict):
+            continue
+        job, rid, reply = it.get("job_id"), it.get("request_id"), it.get("reply_to")
+        if not all(isinstance(x, str) and _ID.match(x) for x in (job, rid, reply)) or (job, rid) in seen:
+            continue
+        seen.add((job, rid))
+        app = it.get("app") if isinstance(it.get("app"), str) and _ID.match(it["app"]) else "default"
+        sub = it.get("submitted_ms")
+        sub = float(sub) if isinstance(sub, (int, float)) and not isinstance(sub, bool) else now_ms
+        result = Result(
+            job_id=job, request_id=rid, app=app, model=model[:64], status="failed", reason=reason,
+            worker=worker, timings=Timings(submitted_ms=sub, finished_ms=now_ms, total_ms=max(0.0, now_ms - sub)),
+        )
+        out.append((result, reply))  # type: ignore[arg-type]
+    return out
+
+
+def deadlettered(batch_id: str, pool: str, deliveries: int, reason: str, now_ms: float) -> bytes:
+    return encode(BatchDeadLettered(ts=now_ms, batch_id=batch_id, pool=pool, deliveries=deliveries, reason=reason))

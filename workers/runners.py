@@ -1,0 +1,98 @@
+"""Runners cached per (model, variant), loaded once; failed loads are remembered for a while.
+
+A batch naming a model that is not built must not make every following batch pay a disk search,
+and a corrupt artifact must not be re-parsed for every batch, hence the negative cache.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from adaserve.broker.errors import ModelLoadError, ModelNotFound
+from adaserve.workers.inputs import specs_of
+from adaserve.workers.runtime.base import Runner
+
+log = logging.getLogger(__name__)
+
+Loader = Callable[..., Runner]  # (model, variant, device, data_dir[, threads=]) -> Runner
+
+
+class RunnerCache:
+    def __init__(
+        self, load: Loader, *, device: str, data_dir: Path, threads: int | None = None,
+        retry_s: float = 30.0,
+    ) -> None:
+        self._load = load
+        self._device = device
+        self._data_dir = data_dir
+        self._retry_s = retry_s
+        self._kwargs: dict[str, object] = {}
+        if threads is not None:
+            if _accepts(load, "threads"):
+                self._kwargs["threads"] = threads
+            else:
+                log.warning("this runtime does not take a thread count; --threads %d ignored", threads)
+        self._runners: dict[tuple[str, str], Runner] = {}
+        self._failed: dict[tuple[str, str], tuple[float, ModelNotFound | ModelLoadError]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, model: str, variant: str = "default") -> Runner:
+        """The runner for ``model``/``variant``; raises ``ModelNotFound`` or ``ModelLoadError``."""
+        key = (model, variant)
+        runner = self._runners.get(key)
+        if runner is not None:
+            return runner
+        with self._lock:  # one load per key even if the heartbeat asks at the same time
+            runner = self._runners.get(key)
+            if runner is not None:
+                return runner
+            failed = self._failed.get(key)
+            if failed is not None and time.monotonic() - failed[0] < self._retry_s:
+                raise failed[1]
+            try:
+                runner = self._load(model, variant, self._device, self._data_dir, **self._kwargs)
+            except ModelNotFound as exc:
+                err: ModelNotFound | ModelLoadError = exc
+            except Exception as exc:  # noqa: BLE001 - any runtime failure to load is reported, not fatal
+                err = ModelLoadError(f"{model}/{variant}: {type(exc).__name__}: {exc}")
+            else:
+                self._runners[key] = runner
+                # The runner knows the variant "default" stands for; cache it under that name too.
+                self._runners.setdefault((model, getattr(runner, "variant", variant)), runner)
+                self._failed.pop(key, None)
+                return runner
+            self._failed[key] = (time.monotonic(), err)
+            raise err
+
+    def models(self) -> list[str]:
+        return sorted({m for m, _ in self._snapshot()})
+
+    def inputs(self) -> dict[str, dict[str, dict[str, object]]]:
+        """model -> input name -> {"shape", "dtype"} per request, from the loaded runners' specs,
+        for the heartbeat: planners reject requests that do not fit before they share a batch."""
+        out: dict[str, dict[str, dict[str, object]]] = {}
+        for (model, _), runner in sorted(self._snapshot().items()):
+            for name, (shape, dtype) in (specs_of(runner) or {}).items():
+                out.setdefault(model, {}).setdefault(name, {"shape": list(shape), "dtype": dtype})
+        return out
+
+    def variants(self) -> list[tuple[str, str]]:
+        return sorted(self._snapshot())
+
+    def _snapshot(self) -> dict[tuple[str, str], Runner]:
+        # The heartbeat thread reads while the executor may be loading: a C-level copy is atomic
+        # under the GIL, and taking the lock would stall heartbeats for as long as a load lasts.
+        return dict(self._runners)
+
+
+def _accepts(fn: Callable[..., object], name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
