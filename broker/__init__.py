@@ -7,7 +7,7 @@ from adaserve.broker.errors import (
     ModelNotFound, ServerUnsupported,
 )
 from adaserve.broker.events import EVENT_TYPES, Event
-from adaserve.broker.finalize import Ending, Finalizer
+from adaserve.broker.finalize import Ending, Finalizer, Packed
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import (
     SCHEMA_VERSION, Batch, BatchItem, Generation, Job, Placement, Plan, Request, Result, Slo, Timings,
@@ -20,7 +20,7 @@ __all__ = [
     "SCHEMA_VERSION", "EVENT_TYPES", "PLANNER_GROUP",
     "AdaserveError", "ConfigError", "EmbeddedServerError", "InvalidMessage", "JobTimeout",
     "LimitExceeded", "ModelNotFound", "ServerUnsupported",
-    "Batch", "BatchItem", "Ending", "Event", "Finalizer", "Generation", "Job", "Keys", "Limits",
+    "Batch", "BatchItem", "Ending", "Packed", "Event", "Finalizer", "Generation", "Job", "Keys", "Limits",
     "Placement", "Plan", "Request", "Result", "ServerInfo", "Settings", "Slo", "Tensor", "Timings",
     "connect", "decode", "encode", "load_limits", "load_settings", "peek", "probe", "unpack", "validate",
 ]

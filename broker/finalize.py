@@ -31,6 +31,23 @@ class Ending:
     reply_to: str
 
 
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A terminal result already encoded: hot paths (workers) pack plain maps themselves,
+    because building and dumping a pydantic ``Result`` costs more than running a small model."""
+
+    job_id: str
+    request_id: str
+    status: str
+    reply_to: str
+    raw: bytes
+
+    @classmethod
+    def of(cls, ending: Ending) -> "Packed":
+        r = ending.result
+        return cls(r.job_id, r.request_id, r.status, ending.reply_to, encode(r))
+
+
 class Finalizer:
     def __init__(self, r: "redis.Redis[bytes]", settings: Settings) -> None:
         self._r = r
@@ -57,15 +74,22 @@ class Finalizer:
         self, endings: Sequence[Ending], *, ack: tuple[str, str, str] | None = None,
         event: bytes = b"",
     ) -> int:
-        """Publish each result once, optionally XACK ``(stream, group, id)`` and add ``event``."""
+        """Publish each result once, optionally XACK ``(stream, group, id)`` and add ``event``;
+        returns how many results were new (a redelivered batch publishes nothing)."""
+        return self.end_packed([Packed.of(e) for e in endings], ack=ack, event=event)
+
+    def end_packed(
+        self, items: Sequence[Packed], *, ack: tuple[str, str, str] | None = None, event: bytes = b"",
+    ) -> int:
+        """``end`` for results encoded by the caller."""
         keys = [self._keys.telemetry, ack[0] if ack else self._keys.telemetry]
         args: list[object] = [
             ack[1] if ack else "", ack[2] if ack else "", self._settings.telemetry_maxlen,
             self._settings.stream_maxlen, self._settings.result_ttl_s, event,
         ]
-        for e in endings:
-            keys += [self._keys.job(e.result.job_id), self._keys.reply(e.reply_to)]
-            args += [e.result.request_id, e.result.status, encode(e.result)]
+        for p in items:
+            keys += [self._keys.job(p.job_id), self._keys.reply(p.reply_to)]
+            args += [p.request_id, p.status, p.raw]
         return int(self._script(keys=keys, args=args))
 
 

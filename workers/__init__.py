@@ -7,7 +7,6 @@
 from adaserve.workers.clock import ServerClock
 from adaserve.workers.config import WorkerConfig
 from adaserve.workers.execute import BatchOutcome, Executor, ItemOutcome, WireRow
-from adaserve.workers.finish import Packed, PackedFinalizer
 from adaserve.workers.gpu import GpuMonitor
 from adaserve.workers.heartbeat import Heartbeat
 from adaserve.workers.publish import Publisher
@@ -17,6 +16,6 @@ from adaserve.workers.service import Worker
 
 __all__ = [
     "BatchOutcome", "Claimed", "Executor", "GpuMonitor", "Heartbeat", "ItemOutcome", "Loader",
-    "Packed", "PackedFinalizer", "Publisher", "Reclaimer", "RunnerCache", "ServerClock", "WireRow",
+    "Publisher", "Reclaimer", "RunnerCache", "ServerClock", "WireRow",
     "Worker", "WorkerConfig",
 ]

@@ -24,7 +24,7 @@ from adaserve.broker.settings import Settings
 from adaserve.broker.streams import Entry, ack, dead_letter
 from adaserve.workers.clock import ServerClock
 from adaserve.workers.execute import BatchOutcome
-from adaserve.workers.finish import Packed, PackedFinalizer
+from adaserve.broker.finalize import Ending, Finalizer, Packed
 from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, finished
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class Publisher:
         self._r = r
         self._s = settings
         self._keys = Keys(settings.namespace)
-        self._fin = PackedFinalizer(r, settings)
+        self._fin = Finalizer(r, settings)
         self._worker, self._pool, self._device = worker, pool, device
         self._clock = clock
         self.group = pool
@@ -49,7 +49,7 @@ class Publisher:
         if outcome.failed:
             code, detail = outcome.failure_summary()
             self._dead(entry, code, detail, batch.id, deliveries)
-        return self._retry(lambda: self._fin.end(packed, ack=(entry.stream, self.group, entry.id), event=event))
+        return self._retry(lambda: self._fin.end_packed(packed, ack=(entry.stream, self.group, entry.id), event=event))
 
     def reject(self, entry: Entry, *, reason: str, detail: str, batch: Batch | None, deliveries: int) -> int:
         """Dead-letter a batch that cannot be served and end each of its requests as ``failed``."""
@@ -65,9 +65,9 @@ class Publisher:
             raw_id = body.get("id")
             batch_id = raw_id if isinstance(raw_id, str) and len(raw_id) <= 256 else entry.id
             event = self._event(batch_id, body.get("model"), [res for res, _ in results], now)
-            packed = [Packed.of(res, reply) for res, reply in results]
+            packed = [Packed.of(Ending(res, reply)) for res, reply in results]
         self._dead(entry, reason, detail, batch_id, deliveries)
-        return self._retry(lambda: self._fin.end(packed, ack=(entry.stream, self.group, entry.id), event=event))
+        return self._retry(lambda: self._fin.end_packed(packed, ack=(entry.stream, self.group, entry.id), event=event))
 
     def drop(self, entry: Entry) -> None:
         """Ack an entry that no longer has a body (trimmed or deleted while pending)."""

@@ -1,0 +1,152 @@
+"""Serving an early-exit GPT loaded only up to one depth (the ``lm-exit`` variants).
+
+Input contract (one batch, stacked along axis 0):
+
+* ``tokens``: int64 [B, P], character ids of the prompts, **right-aligned** (the last column is
+  every prompt's last character) and **left-padded** with ``pad_id`` (-1, from the variant's
+  ``extra``). Prompts longer than ``block_size - max_new_tokens`` keep their most recent tokens.
+* ``max_new_tokens`` (optional): int64 [B] or [B, 1], tokens to generate per request; default the
+  variant's ``extra["max_new_tokens"]``. The batch generates up to its largest value.
+
+Generation is greedy and in lockstep: every token of every request leaves at the loaded depth, so
+there is no per-token synchronisation (as in HELIOS). Outputs:
+
+* ``outputs["tokens"]``: int64 [B, N] generated ids, ``pad_id`` after a request's own count;
+* ``outputs["confidence"]``: float32 [B, N], the top-1 softmax probability of each generated token,
+  NaN where padded. A planner counts confidence breaches (tokens below its threshold) from these;
+* ``confidences``: float32 [B], the mean per-token confidence of each request;
+* ``exits``: int64 [B], the depth every token left at; ``request_exec_s``: the batch time.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from adaserve.broker.errors import InvalidMessage, ModelLoadError
+from adaserve.models.lm.weights import load_depth
+from adaserve.models.manifest import ModelInfo, VariantInfo
+from adaserve.workers.runtime.base import RunOutput
+
+DEFAULT_MAX_NEW = 16
+
+
+def torch_device(device: str) -> torch.device:
+    if device == "gpu":
+        if not torch.cuda.is_available():
+            raise ModelLoadError("device 'gpu' asked for, but torch sees no CUDA device")
+        return torch.device("cuda")
+    if device != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    return torch.device("cpu")
+
+
+class LmRunner:
+    """Greedy generation with the first ``extra["depth"]`` blocks; nothing deeper is read."""
+
+    def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
+                 threads: int | None = None) -> None:
+        if variant.kind != "lm-exit" or "depth" not in variant.extra:
+            raise ValueError(f"{info.name}/{variant.name} is not an lm-exit variant with a depth")
+        self.model, self.variant, self.device = info.name, variant.name, device
+        self.inputs: tuple[str, ...] = tuple(variant.inputs)
+        self.depth = int(variant.extra["depth"])
+        self.pad_id = int(variant.extra.get("pad_id", -1))
+        self.max_new_tokens = int(variant.extra.get("max_new_tokens", DEFAULT_MAX_NEW))
+        self._dev = torch_device(device)
+        # torch's thread count is per process. These models are tiny: one intra-op thread is the
+        # fastest, and more threads spin-wait badly when the cores are shared (30x slower measured).
+        torch.set_num_threads(threads or 1)
+        net, self.loaded_files = load_depth(Path(model_dir), self.depth)
+        self.net = net.to(self._dev)
+        self.block_size = self.net.config.block_size
+
+    @property
+    def parameters(self) -> int:
+        """Parameters held in memory: grows with the loaded depth."""
+        return sum(p.numel() for p in self.net.parameters())
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.net.parameters())
+
+    def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+        if "tokens" not in inputs:
+            raise InvalidMessage("schema", f"{self.model}/{self.variant} needs input 'tokens'")
+        tokens = np.asarray(inputs["tokens"])
+        if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
+            raise InvalidMessage("schema", f"'tokens' must be integer [batch, length], got "
+                                           f"{tokens.dtype} {tokens.shape}")
+        b = tokens.shape[0]
+        wanted = self._wanted(inputs.get("max_new_tokens"), b)
+        n = int(wanted.max()) if b else 0
+        t0 = time.perf_counter()
+        ids, conf = self.generate(tokens, n)
+        elapsed = time.perf_counter() - t0
+        keep = np.arange(n)[None, :] < wanted[:, None]
+        ids = np.where(keep, ids, self.pad_id)
+        conf = np.where(keep, conf, np.nan).astype(np.float32)
+        counts = keep.sum(axis=1)
+        mean = np.where(counts > 0, np.nansum(conf, axis=1) / np.maximum(counts, 1), np.nan)
+        return RunOutput(outputs={"tokens": ids, "confidence": conf},
+                         confidences=mean.astype(np.float32),
+                         exits=np.full(b, self.depth, dtype=np.int64),
+                         request_exec_s=np.full(b, elapsed, dtype=np.float64))
+
+    def _wanted(self, raw: np.ndarray | None, b: int) -> np.ndarray:
+        if raw is None:
+            return np.full(b, self.max_new_tokens, dtype=np.int64)
+        wanted = np.asarray(raw).astype(np.int64).reshape(-1)
+        if wanted.size != b or (wanted < 0).any() or (wanted > self.block_size - 1).any():
+            raise InvalidMessage("schema", f"'max_new_tokens' must hold {b} values in 0..{self.block_size - 1}")
+        return wanted
+
+    @torch.no_grad()
+    def generate(self, tokens: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy ids and their confidences, both [B, n], for right-aligned padded prompts."""
+        b = tokens.shape[0]
+        if n == 0 or b == 0:
+            return np.zeros((b, n), np.int64), np.zeros((b, n), np.float32)
+        if n > self.block_size - 1:
+            raise InvalidMessage("schema", f"at most {self.block_size - 1} new tokens fit this model, asked for {n}")
+        tokens = tokens[:, -(self.block_size - n):]
+        valid_np = tokens != self.pad_id
+        if not valid_np[:, -1].all():
+            raise InvalidMessage("schema", "every prompt needs at least one token, right-aligned "
+                                           "(its last column may not be padding)")
+        if ((tokens < 0) & valid_np).any() or (tokens >= self.net.config.vocab_size).any():
+            raise InvalidMessage("schema", f"token ids must lie in 0..{self.net.config.vocab_size - 1} "
+                                           "(or be padding)")
+        idx = torch.from_numpy(np.where(valid_np, tokens, 0).astype(np.int64)).to(self._dev)
+        valid = torch.from_numpy(valid_np).to(self._dev)
+        logits, cache, pos = self.net.prefill(idx, valid)
+        out_ids, out_conf = [], []
+        for step in range(n):
+            probs = torch.softmax(logits.float(), dim=-1)
+            conf, nxt = probs.max(dim=-1)
+            out_ids.append(nxt)
+            out_conf.append(conf)
+            if step + 1 == n:
+                break
+            pos = pos + 1
+            valid = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool, device=self._dev)], dim=1)
+            logits, cache = self.net.step(nxt, pos, valid, cache)
+        return (torch.stack(out_ids, 1).cpu().numpy().astype(np.int64),
+                torch.stack(out_conf, 1).cpu().numpy().astype(np.float32))
+
+    @torch.no_grad()
+    def perplexity(self, ids: np.ndarray, max_windows: int | None = None) -> tuple[float, int]:
+        """Perplexity of the loaded depth on a token sequence (non-overlapping windows) and its token count."""
+        from adaserve.models.lm.train import windows
+
+        x, y = windows(np.asarray(ids, dtype=np.int64), self.block_size, max_windows)
+        nll = 0.0
+        for i in range(0, len(x), 64):
+            xb = torch.from_numpy(x[i:i + 64]).to(self._dev)
+            yb = torch.from_numpy(y[i:i + 64]).to(self._dev)
+            logp = torch.log_softmax(self.net.train_logits(xb)[-1].float(), dim=-1)
+            nll += float(-logp.gather(-1, yb[..., None]).sum())
+        return float(np.exp(nll / x.size)), int(x.size)
