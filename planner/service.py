@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import redis
 
 from adaserve.broker import streams
 from adaserve.broker.codec import decode
@@ -29,12 +28,11 @@ from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job
 from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Limits, Settings
-from adaserve.planner.admission import reject
 from adaserve.planner.core import Feedback, Pending, Scheduler
 from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
+from adaserve.planner.intake import Intake
 from adaserve.planner.pools import Pools
 from adaserve.planner.state import Ewma, HeldJob, Inflight
-from adaserve.planner.validate import check_job
 
 log = logging.getLogger("adaserve.planner")
 SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
@@ -72,6 +70,7 @@ class Planner:
         self.keys = Keys(settings.namespace)
         self.r = connect(settings, block_ms=max(settings.block_ms, 500))
         self.fin = Finalizer(self.r, settings)
+        self.intake = Intake(self.r, settings, self.limits, self.fin)
         self.consumer = self.config.consumer()
         self.factory = factory or default_factory(self.config.policy)
         self.scheds: dict[str, Scheduler] = {}
@@ -144,34 +143,7 @@ class Planner:
         self._admit(entries)
 
     def _admit(self, entries: list[streams.Entry]) -> None:
-        now_ms = self.now_ms()
-        valid: list[tuple[streams.Entry, Job]] = []
-        for e in entries:
-            try:
-                if e.raw is None:
-                    raise InvalidMessage("undecodable", "entry has no 'm' field or was deleted")
-                job = decode(e.raw, self.limits, expect=Job)
-                check_job(job, known=self.pools.known(job.model), inputs=self.pools.inputs.get(job.model))
-                valid.append((e, job))
-            except InvalidMessage as exc:
-                reject(self._pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=exc, now_ms=now_ms)
-                self._pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
-        if not valid:
-            return
-        with self.r.pipeline(transaction=False) as p:
-            for e, job in valid:
-                self.fin.register(job, e.id, float(e.ms), pipe=p)
-            for e, job in valid:
-                p.hkeys(self.keys.job(job.id))
-            out = p.execute()
-        regs, done_keys = out[: len(valid)], out[len(valid):]
-        for (e, job), reg, fields in zip(valid, regs, done_keys):
-            if int(reg) == -1:
-                err = InvalidMessage("duplicate", f"job id {job.id!r} was already submitted")
-                reject(self._pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=err, now_ms=now_ms)
-                self._pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
-                continue
-            done = {f.decode()[2:] for f in fields if f.startswith(b"d:")}
+        for e, job, done in self.intake.admit(entries, self.pools, self._pipe, self.now_ms()):
             self._hold(e, job, done)
 
     def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:

@@ -1,0 +1,73 @@
+"""Admission of ingress entries: decode, check against the live pools, register the job once.
+
+What fails becomes a rejection queued on the caller's pipeline (result, dead letter, event, ack);
+what passes comes back with the ids of its requests that already ended, which is non-empty only
+when an entry is redelivered (another planner died holding it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
+
+from adaserve.broker.codec import decode
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.finalize import Finalizer
+from adaserve.broker.keys import PLANNER_GROUP, Keys
+from adaserve.broker.messages import Job
+from adaserve.broker.settings import Limits, Settings
+from adaserve.broker.streams import Entry
+from adaserve.planner.admission import reject
+from adaserve.planner.pools import Pools
+from adaserve.planner.validate import check_job
+
+Admitted = tuple[Entry, Job, set[str]]
+
+
+class Intake:
+    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, limits: Limits, fin: Finalizer) -> None:
+        self.r, self.settings, self.limits, self.fin = r, settings, limits, fin
+        self.keys = Keys(settings.namespace)
+
+    def admit(self, entries: Sequence[Entry], pools: Pools, pipe: "redis.client.Pipeline[bytes]",
+              now_ms: float) -> list[Admitted]:
+        valid: list[tuple[Entry, Job]] = []
+        for e in entries:
+            try:
+                if e.raw is None:
+                    raise InvalidMessage("undecodable", "entry has no 'm' field or was deleted")
+                job = decode(e.raw, self.limits, expect=Job)
+                check_job(job, known=pools.known(job.model), inputs=pools.inputs.get(job.model))
+                valid.append((e, job))
+            except InvalidMessage as exc:
+                self._reject(pipe, e, exc, now_ms)
+        if not valid:
+            return []
+        with self.r.pipeline(transaction=False) as p:
+            for e, job in valid:
+                self.fin.register(job, e.id, float(e.ms), pipe=p)
+            codes = p.execute()
+        again = [job for (_, job), code in zip(valid, codes) if int(code) == 0]
+        done = self._ended(again)
+        out: list[Admitted] = []
+        for (e, job), code in zip(valid, codes):
+            if int(code) == -1:
+                self._reject(pipe, e, InvalidMessage("duplicate", f"job id {job.id!r} was already submitted"), now_ms)
+            else:
+                out.append((e, job, done.get(job.id, set())))
+        return out
+
+    def _ended(self, jobs: list[Job]) -> dict[str, set[str]]:
+        """Requests of redelivered jobs that already ended (their ``d:<id>`` flags)."""
+        if not jobs:
+            return {}
+        with self.r.pipeline(transaction=False) as p:
+            for job in jobs:
+                p.hkeys(self.keys.job(job.id))
+            rows = p.execute()
+        return {job.id: {f.decode()[2:] for f in fields if f.startswith(b"d:")} for job, fields in zip(jobs, rows)}
+
+    def _reject(self, pipe: "redis.client.Pipeline[bytes]", e: Entry, error: InvalidMessage, now_ms: float) -> None:
+        reject(pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=error, now_ms=now_ms)
+        pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
