@@ -1,0 +1,64 @@
+"""A figure like MOSEL's Fig. 5 (plus Fig. 6's accuracy spread and Fig. 8's robustness)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+COLORS = {"optimized": "tab:blue", "random": "tab:orange", "aggressive": "tab:green", "none": "tab:red"}
+
+
+def plot_fig5(report: dict, path: Path) -> Path:
+    """Violations and throughput vs offered load per policy, accuracy per policy, robustness."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves: dict[str, list[dict]] = report["curves"]
+    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+    for policy, pts in curves.items():
+        x = [p["offered_jobs_s"] for p in pts]
+        kw = {"color": COLORS.get(policy), "marker": "o", "label": policy}
+        ax[0, 0].plot(x, [p["slo_violation_ratio"] for p in pts], **kw)
+        ax[0, 1].plot(x, [p["throughput_jobs_s"] for p in pts], **kw)
+    ax[0, 0].axhline(report["target_violation"], color="grey", ls="--", lw=1)
+    ax[0, 0].set(xlabel="offered load (jobs/s)", ylabel="SLO violation ratio", title="SLO violations")
+    ax[0, 1].set(xlabel="offered load (jobs/s)", ylabel="jobs/s within deadline", title="Throughput")
+    ax[0, 0].legend()
+
+    names, data = [], []
+    for policy, pts in curves.items():
+        ok = [p for p in pts if p["slo_violation_ratio"] <= report["target_violation"]]
+        if ok and ok[-1]["accuracy"]["p5"] is not None:
+            a = ok[-1]["accuracy"]
+            names.append(f"{policy}\n@{ok[-1]['offered_jobs_s']:.0f}/s")
+            data.append([a["p5"], a["p25"], a["p50"], a["p75"], a["p95"]])
+    for i, q in enumerate(data):
+        ax[1, 0].vlines(i, q[0], q[4], color="black", lw=1)
+        ax[1, 0].add_patch(plt.Rectangle((i - 0.25, q[1]), 0.5, q[3] - q[1], fill=False))
+        ax[1, 0].hlines(q[2], i - 0.25, i + 0.25, color="black")
+    ax[1, 0].set_xticks(range(len(names)), names)
+    ax[1, 0].set_xlim(-0.6, max(len(names), 1) - 0.4)
+    ax[1, 0].set(ylabel="effective accuracy (p5-p25-p50-p75-p95)",
+                 title="Accuracy at each policy's highest load within target")
+
+    twin = ax[1, 1].twinx()
+    for key, label, color in (("robustness", "with feedback", "tab:blue"),
+                              ("robustness_no_feedback", "profile only", "tab:gray")):
+        rob = report.get(key) or []
+        if not rob:
+            continue
+        errs = [100 * r["profile_error"] for r in rob]
+        ax[1, 1].plot(errs, [r["throughput_jobs_s"] for r in rob], "o-", color=color, label=label)
+        twin.plot(errs, [r["accuracy"]["mean"] for r in rob], "s:", color=color, alpha=0.6)
+        ax[1, 1].set_title(f"Robustness ({rob[0]['policy']}, {rob[0]['offered_jobs_s']:.0f} jobs/s)")
+    ax[1, 1].set(xlabel="latency profile error (%)", ylabel="jobs/s within deadline (solid)")
+    twin.set_ylabel("mean effective accuracy (dotted)")
+    ax[1, 1].legend(loc="lower right")
+    src = report["profile"]["source"]
+    fig.suptitle(f"MOSEL on {report['profile']['model']} ({'SYNTHETIC profile' if report['profile']['synthetic'] else src})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
