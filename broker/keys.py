@@ -52,6 +52,10 @@ class Keys:
     def profile(self, model: str) -> str:
         return f"{self._p}:profile:{model}"
 
+    def orloj_samples(self, model: str) -> str:
+        """List of execution times measured alone by ORLOJ's online profiler (JSON items)."""
+        return f"{self._p}:orloj:samples:{model}"
+
     @property
     def rq_queue(self) -> str:
         """Name of the rq queue of background profiling jobs."""

@@ -1,0 +1,108 @@
+"""ORLOJ's long-term feedback (Sec. 3.2): sample finished requests, re-run them alone on rq.
+
+A request's time inside a batch is not its time alone, which is what the distributions need, so
+a sample of finished requests is re-run one at a time off the critical path: ``sample_finished``
+follows ``batch.finished`` events and picks requests at random, ``enqueue_reruns`` turns each
+into an rq job (JSON serializer) that the profiling worker runs (``rerun_job.rerun``), and the
+job appends the measured time to a per-model list that the planner drains (``drain_samples``)
+into ``OrlojScheduler.add_sample``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+
+import redis
+
+from adaserve.broker.codec import decode
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.events import BatchFinished
+from adaserve.broker.keys import Keys
+from adaserve.broker.settings import Settings
+from adaserve.broker.streams import read
+
+__all__ = ["Rerun", "drain_samples", "enqueue_reruns", "sample_finished", "samples_key"]
+
+RERUN_FUNC = "adaserve.planner.orloj.rerun_job.rerun"
+SAMPLES_CAP = 10_000
+
+
+def samples_key(namespace: str, model: str) -> str:
+    """Redis list of measured times alone for ``model`` (JSON ``{"app", "exec_s"}`` items)."""
+    return Keys(namespace).orloj_samples(model)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """One finished request to run again alone: where its batch is and what served it."""
+
+    model: str
+    variant: str
+    device: str
+    pool: str
+    batch_id: str
+    request_id: str
+    job_id: str
+    app: str
+    finished_ms: float
+
+
+def sample_finished(r: "redis.Redis[bytes]", settings: Settings, *, cursor: str = "$", rate: float = 0.05,
+                    count: int = 512, block_ms: int | None = None,
+                    rng: random.Random | None = None) -> tuple[str, list[Rerun]]:
+    """Read telemetry after ``cursor``; return the new cursor and the sampled requests."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError("rate must be in [0, 1]")
+    rng = rng or random.Random()
+    stream = Keys(settings.namespace).telemetry
+    if cursor == "$":  # start from now: later calls pass the id returned here
+        last = r.xrevrange(stream, count=1)
+        cursor = last[0][0].decode() if last else "0-0"
+    picked: list[Rerun] = []
+    for e in read(r, {stream: cursor}, count=count, block_ms=block_ms):
+        cursor = e.id
+        if e.raw is None:
+            continue
+        try:
+            ev = decode(e.raw)
+        except InvalidMessage:
+            continue
+        if isinstance(ev, BatchFinished):
+            for item in ev.items:
+                if item.status == "completed" and rng.random() < rate:
+                    picked.append(Rerun(ev.model, ev.variant, ev.device, ev.pool, ev.batch_id, item.request_id,
+                                        item.job_id, item.app, ev.ts))
+    return cursor, picked
+
+
+def enqueue_reruns(r: "redis.Redis[bytes]", settings: Settings, reruns: list[Rerun]) -> list[str]:
+    """One rq job per sampled request on the profiling queue; returns the job ids."""
+    from rq import Queue
+    from rq.serializers import JSONSerializer
+
+    queue = Queue(Keys(settings.namespace).rq_queue, connection=r, serializer=JSONSerializer)
+    ids = []
+    for rr in reruns:
+        job = queue.enqueue(RERUN_FUNC, kwargs={"namespace": settings.namespace, "data_dir": str(settings.data_dir),
+                                                **asdict(rr)}, result_ttl=600, failure_ttl=3600)
+        ids.append(job.id)
+    return ids
+
+
+def drain_samples(r: "redis.Redis[bytes]", settings: Settings, model: str, *, limit: int = 1000) -> list[tuple[str, float]]:
+    """Take up to ``limit`` measured ``(app, seconds)`` pairs for ``model`` off its list."""
+    key = samples_key(settings.namespace, model)
+    with r.pipeline(transaction=True) as p:
+        p.lrange(key, 0, limit - 1)
+        p.ltrim(key, limit, -1)
+        raw, _ = p.execute()
+    out: list[tuple[str, float]] = []
+    for item in raw:
+        try:
+            d = json.loads(item)
+            out.append((str(d["app"]), float(d["exec_s"])))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out

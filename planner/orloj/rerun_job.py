@@ -1,0 +1,78 @@
+"""The rq job of ORLOJ's online profiler: run one finished request alone and record its time.
+
+Runs on a profiling worker (``rq worker`` on the profile queue, JSON serializer). The request's
+inputs come from its batch, still in the pool's batch stream: stream ids are arrival times, so
+only the minute before the batch finished is scanned. The model runtime is imported inside the
+job, never at import time of this module.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import redis
+
+from adaserve.broker.codec import decode
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.keys import Keys
+from adaserve.broker.messages import Batch, BatchItem
+from adaserve.planner.orloj.online import SAMPLES_CAP, samples_key
+
+__all__ = ["find_item", "record", "rerun"]
+
+WINDOW_MS = 60_000
+SKEW_MS = 5_000  # the event's clock (the worker's) may run behind the server's
+
+
+def find_item(r: "redis.Redis[bytes]", namespace: str, pool: str, batch_id: str, request_id: str,
+              finished_ms: float) -> BatchItem | None:
+    """The batch item of ``request_id`` in ``batch_id``, if the batch is still in its stream."""
+    stream = Keys(namespace).batches(pool)
+    lo = max(int(finished_ms) - WINDOW_MS, 0)
+    for _, fields in r.xrange(stream, min=str(lo), max=str(int(finished_ms) + SKEW_MS)):
+        raw = fields.get(b"m")
+        if raw is None:
+            continue
+        try:
+            batch = decode(raw, expect=Batch)
+        except InvalidMessage:
+            continue
+        if batch.id == batch_id:
+            return next((it for it in batch.items if it.request_id == request_id), None)
+    return None
+
+
+def record(r: "redis.Redis[bytes]", namespace: str, model: str, app: str, seconds: float) -> None:
+    key = samples_key(namespace, model)
+    with r.pipeline(transaction=False) as p:
+        p.rpush(key, json.dumps({"app": app, "exec_s": seconds}))
+        p.ltrim(key, -SAMPLES_CAP, -1)
+        p.execute()
+
+
+def rerun(*, namespace: str, data_dir: str, model: str, variant: str, device: str, pool: str, batch_id: str,
+          request_id: str, job_id: str, app: str, finished_ms: float) -> float | None:
+    """Time the request alone on this worker's device; ``None`` when its batch is gone."""
+    from rq import get_current_job
+
+    from adaserve.workers.runtime import load_runner
+
+    job = get_current_job()
+    if job is None:
+        raise RuntimeError("rerun runs inside an rq job")
+    r = job.connection
+    item = find_item(r, namespace, pool, batch_id, request_id, finished_ms)
+    if item is None:
+        return None
+    runner = load_runner(model, variant, device, Path(data_dir))
+    inputs = {name: t.to_numpy()[None, ...] for name, t in item.inputs.items()}
+    runner.run(inputs)  # warm: the first call may compile or allocate
+    start = time.perf_counter()
+    out = runner.run(inputs)
+    seconds = time.perf_counter() - start
+    if out.request_exec_s is not None and len(out.request_exec_s) == 1:
+        seconds = float(out.request_exec_s[0])
+    record(r, namespace, model, app, seconds)
+    return seconds

@@ -1,0 +1,269 @@
+"""ORLOJ's scheduler (Algorithm 1) behind the planner's ``Scheduler`` interface.
+
+Each request sits in the queue of every batch size whose expected latency still lets it meet its
+deadline. When a slot frees: requests whose time ran out for a size leave that size's queue (and
+expire when no size is left); the candidate size is the first, by (earliest deadline, size)
+descending, whose queue holds at least that many requests; the batch is that queue's top
+requests by the score of Eq. (2).
+
+Time is kept relative to a base so that ``e^{b t}`` and ``e^{-b D}`` stay in range however long
+the planner runs (Sec. 4.4): when ``b (t - base)`` passes ``rebase_exponent`` the base moves to
+``t`` and every stored ``alpha`` is multiplied by ``e^{b shift}`` (Algorithm 1, lines 2-4). Apart
+from that, a request's score coefficients change only at its milestones (lines 5-9), and only
+the queue a batch is taken from needs them current, so the others catch up when next chosen.
+
+Scores are computed from padded per-group tables (a group: one app's row of one generation of
+tables), so re-scoring the requests that are due is vectorised. New distributions and fits
+(``refresh``) make a new generation for requests that arrive afterwards: re-placing every
+pending request would cost O(pending x sizes) on the planner's loop, and they leave within one
+SLO anyway.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from bisect import bisect_right
+
+import numpy as np
+
+from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.orloj.batch_latency import BatchLatencyFit
+from adaserve.planner.orloj.distributions import ExecDistributions
+from adaserve.planner.orloj.queues import SizeQueues
+from adaserve.planner.orloj.tables import BatchTables
+
+__all__ = ["DEFAULT_SIZES", "OrlojScheduler"]
+
+DEFAULT_SIZES = tuple(range(1, 17))
+
+
+class OrlojScheduler:
+    name = "orloj"
+
+    def __init__(self, *, sizes: tuple[int, ...] = DEFAULT_SIZES, b: float = 0.1,
+                 distributions: ExecDistributions | None = None, latency: BatchLatencyFit | None = None,
+                 refresh_every: int = 200, refit_tolerance: float = 0.05, rebase_exponent: float = 200.0,
+                 class_cost: float = 1.0, score_bins: int = 12) -> None:
+        if not sizes or any(k < 1 for k in sizes) or len(set(sizes)) != len(sizes):
+            raise ValueError("sizes must be distinct positive batch sizes")
+        if not b > 0 or not 1.0 <= rebase_exponent <= 600.0:
+            raise ValueError("b must be positive and rebase_exponent in [1, 600]")
+        if refresh_every < 1 or score_bins < 1:
+            raise ValueError("refresh_every and score_bins must be positive")
+        self.sizes = tuple(sorted(sizes))
+        self.b = b
+        self.dists = distributions if distributions is not None else ExecDistributions()
+        self.fit = latency if latency is not None else BatchLatencyFit()
+        self.refresh_every, self.refit_tolerance = refresh_every, refit_tolerance
+        self.rebase_exponent, self.class_cost, self.score_bins = rebase_exponent, class_cost, score_bins
+        n, w = len(self.sizes), score_bins + 2  # breaks per segment table, padded with +inf
+        self._brk = np.full((0, n, w), np.inf)
+        self._a = np.zeros((0, n, w + 1))
+        self._bt = np.zeros((0, n, w + 1))
+        self._ests: list[list[float]] = []
+        self._groups: dict[tuple[int, str], int] = {}
+        self._generation = 0
+        self.tables = self._tables()
+        self.q = SizeQueues(n)
+        self._deadlines: list[tuple[float, int, int]] = []  # earliest-deadline tracking, lazy deletion
+        self._doomed: list[Pending] = []
+        self._next = 0
+        self._base: float | None = None
+        self._now = 0.0
+        self.rebases = 0
+        self.refreshes = 0
+
+    def _tables(self) -> BatchTables:
+        self._generation += 1
+        return BatchTables(self.dists.snapshot, self.fit.c0, self.fit.c1, self.sizes, self.b, self.score_bins)
+
+    def __len__(self) -> int:
+        return len(self.q)
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def _group(self, app: str) -> int:
+        """The id of ``app``'s estimates in the current tables (padded into the group arrays)."""
+        key = (self._generation, self.tables.known(app))
+        gid = self._groups.get(key)
+        if gid is not None:
+            return gid
+        entries, ests = self.tables.row(app)
+        n, w = self._brk.shape[1], self._brk.shape[2]
+        brk, a, bt = np.full((1, n, w), np.inf), np.zeros((1, n, w + 1)), np.zeros((1, n, w + 1))
+        for i, e in enumerate(entries):
+            s = e.segments
+            if len(s.breaks) > w:
+                raise ValueError("a score table has more breaks than score_bins allows")
+            brk[0, i, :len(s.breaks)] = s.breaks
+            a[0, i, :len(s.a)] = s.a
+            bt[0, i, :len(s.beta)] = s.beta
+        self._brk = np.concatenate([self._brk, brk])
+        self._a = np.concatenate([self._a, a])
+        self._bt = np.concatenate([self._bt, bt])
+        self._ests.append(list(ests))
+        gid = self._groups[key] = len(self._ests) - 1
+        return gid
+
+    def _rescore(self, slots: np.ndarray, rows: np.ndarray, now: float) -> None:
+        """Coefficients and next milestone of (slot, size index) pairs at ``now`` (lines 8-9)."""
+        q = self.q
+        g, dl = q.gid[slots], q.deadline[slots]
+        brk = self._brk[g, rows]  # (m, w)
+        seg = (brk < (dl - now)[:, None]).sum(axis=1)
+        m = np.arange(slots.size)
+        # where deadline - now rounds across a break, step down: a milestone always moves on
+        prev = brk[m, np.maximum(seg - 1, 0)]
+        seg = np.where((seg > 0) & (dl - prev <= now), seg - 1, seg)
+        q.alpha[rows, slots] = q.decay[slots] * self._a[g, rows, seg]
+        q.beta[rows, slots] = q.cost[slots] * self._bt[g, rows, seg]
+        prev = brk[m, np.maximum(seg - 1, 0)]
+        q.next_ms[rows, slots] = np.where(seg > 0, dl - prev, np.inf)
+
+    def _milestones(self, i: int, now: float) -> None:
+        """Lines 5-9 for one queue: re-score the members whose score segment changed by ``now``."""
+        due = np.flatnonzero(self.q.next_ms[i, :self.q.high] <= now)
+        if due.size:
+            self._rescore(due, np.full(due.size, i), now)
+
+    def _rebase(self, now: float) -> None:
+        if self._base is None:
+            self._base = now
+        elif self.b * (now - self._base) > self.rebase_exponent:
+            self.q.rebase(math.exp(self.b * (now - self._base)))
+            self._base = now
+            self.rebases += 1
+
+    # -- Algorithm 1 -----------------------------------------------------------------------------
+    def add(self, item: Pending, now: float) -> None:
+        self._now = max(self._now, now)
+        self._rebase(now)
+        gid = self._group(item.app)
+        ests = self._ests[gid]
+        top = bisect_right(ests, item.deadline - now) - 1  # the estimates grow with the size
+        if top < 0:
+            self._doomed.append(item)
+            return
+        rid = self._next
+        self._next += 1
+        q = self.q
+        slot = q.alloc(rid)
+        cost = 1.0 + self.class_cost * max(item.priority_class, 0)
+        assert self._base is not None
+        q.items[slot], q.gid[slot], q.deadline[slot], q.cost[slot] = item, gid, item.deadline, cost
+        q.decay[slot] = cost * math.exp(-self.b * (item.deadline - self._base))
+        q.est[slot] = ests
+        q.drop_at[slot] = item.deadline - ests[top]
+        q.enter(slot, top)
+        self._rescore(np.full(top + 1, slot), np.arange(top + 1), now)
+        heapq.heappush(self._deadlines, (item.deadline, slot, rid))
+
+    def _drop(self, now: float) -> list[Pending]:
+        """Lines 10-14: leave the queues whose size can no longer make the deadline."""
+        out, self._doomed = self._doomed, []
+        q = self.q
+        due = np.flatnonzero(q.drop_at[:q.high] < now)
+        if not due.size:
+            return out
+        left = q.deadline[due] - now
+        tops = np.minimum((q.est[due] <= left[:, None]).sum(axis=1) - 1, q.top[due] - 1)
+        live = tops >= 0
+        stay, tops = due[live], tops[live]
+        if stay.size:
+            q.lower(stay, tops)
+            q.drop_at[stay] = q.deadline[stay] - q.est[stay, tops]
+        out.extend(q.release_many(due[~live]))
+        return out
+
+    def expire(self, now: float) -> list[Pending]:
+        self._now = max(self._now, now)
+        self._rebase(now)
+        return self._drop(now)
+
+    def _candidate(self, max_size: int) -> int:
+        """Lines 15-19: the first size index, by (earliest deadline, size) descending, that can fill.
+
+        The queues are nested (``Q`` of a larger size is a subset of a smaller one's), so their
+        earliest deadlines never decrease with the size and that order is simply the size's,
+        largest first; the deadlines need not be read here.
+        """
+        members = 0
+        counts = self.q.count.tolist()
+        for i in range(len(self.sizes) - 1, -1, -1):  # suffix sums: Q_i holds every request with top >= i
+            members += counts[i]
+            if self.sizes[i] <= max_size and members >= self.sizes[i]:
+                return i
+        return -1
+
+    def next_batch(self, now: float, max_size: int) -> Decision:
+        expired = self.expire(now)
+        i = self._candidate(max_size)
+        if i < 0:
+            return Decision(expired=expired)
+        self._milestones(i, now)
+        assert self._base is not None
+        q = self.q
+        batch: list[Pending] = []
+        predicted = 0.0
+        for slot in q.best(i, self.sizes[i], math.exp(self.b * (now - self._base))):
+            # each member's estimate assumes the rest of the batch is drawn from the pool
+            predicted = max(predicted, float(q.est[slot, i]))
+            batch.append(q.release(slot))
+        return Decision(batch=batch, expired=expired, predicted_s=predicted)
+
+    def earliest_deadline(self) -> float | None:
+        heap, owner = self._deadlines, self.q.owner
+        while heap and owner[heap[0][1]] != heap[0][2]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    # -- feedback --------------------------------------------------------------------------------
+    def observe(self, feedback: Feedback) -> None:
+        per = feedback.request_exec_s
+        apps = feedback.apps or ("",) * feedback.size
+        # Per-request times equal to the batch's own time are the batch's, not each request's alone.
+        known = bool(per) and len(per) == len(apps) and (
+            feedback.size <= 1 or any(abs(s - feedback.exec_s) > 0.01 * feedback.exec_s for s in per))
+        if known:
+            for app, s in zip(apps, per):
+                self.dists.add(app, s, self._now)
+            batch_max = max(per)
+        else:
+            if feedback.size == 1 and apps:
+                self.dists.add(apps[0], feedback.exec_s, self._now)
+            batch_max = self.tables.expected_max(apps[: max(feedback.size, 1)])
+        self.fit.update(feedback.size, batch_max, feedback.exec_s)
+        if self.dists.pending_samples >= self.refresh_every or self._drifted():
+            self.refresh()
+
+    def add_sample(self, app: str, seconds: float) -> None:
+        """A request's execution time measured alone (the online profiler's long-term feedback)."""
+        self.dists.add(app, seconds, self._now)
+
+    def _drifted(self) -> bool:
+        t, tol = self.tables, self.refit_tolerance
+        return abs(self.fit.c0 - t.c0) > tol * max(t.c0, 1e-3) or abs(self.fit.c1 - t.c1) > tol * t.c1
+
+    def refresh(self) -> None:
+        """Rebuild the snapshot and the tables from the latest samples and fit."""
+        self.dists.rebuild()
+        self.tables = self._tables()
+        self.refreshes += 1
+        self._forget_groups()
+
+    def _forget_groups(self) -> None:
+        """Drop the padded tables no pending request uses any more (they grow with each refresh)."""
+        if len(self._ests) < 64:
+            return
+        h = self.q.high
+        live = self.q.top[:h] >= 0
+        used = np.unique(self.q.gid[:h][live])
+        current = [gid for (gen, _), gid in self._groups.items() if gen == self._generation]
+        keep = np.union1d(used, np.asarray(current, dtype=np.int64)).astype(np.int64)
+        remap = np.full(len(self._ests), -1, dtype=np.int64)
+        remap[keep] = np.arange(keep.size)
+        self._brk, self._a, self._bt = self._brk[keep], self._a[keep], self._bt[keep]
+        self._ests = [self._ests[g] for g in keep.tolist()]
+        self._groups = {k: int(remap[g]) for k, g in self._groups.items() if remap[g] >= 0}
+        gids = self.q.gid[:h]
+        gids[live] = remap[gids[live]]

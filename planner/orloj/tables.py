@@ -1,0 +1,111 @@
+"""Per (application, batch size) latency estimates and score segments, built off the critical path.
+
+ORLOJ cannot know a batch's members when it scores a request (the batch is formed *from* the
+scores), so it assumes the other members come from all the model's distributions (Sec. 4.3).
+Here a request of app ``a`` in a batch of ``k`` shares it with ``k - 1`` draws from the pooled
+histogram of every app: its batch's maximum has CDF ``F_a * F_pool^(k-1)`` (Eq. 7-9), which gives
+both ``E[L_B]`` (the feasibility test of Algorithm 1) and the histogram of ``L_B`` that Eq. (2)
+sums over. Everything depends only on (app, k), so it is computed once per snapshot.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from adaserve.planner.orloj.distributions import POOLED, Snapshot
+from adaserve.planner.orloj.order_stats import expected_max_mixed, max_masses
+from adaserve.planner.orloj.score import ScoreSegments, score_segments
+
+__all__ = ["BatchTables", "Entry"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    est_s: float  # E[L_B]: expected latency of a batch of k holding this request
+    segments: ScoreSegments
+
+
+def _coarsen(edges: np.ndarray, mass: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Merge neighbouring bins into at most ``bins`` of about equal mass.
+
+    Every bin edge is a milestone of every request, so the score's histogram is kept short;
+    equal-mass groups keep the resolution where the probability is.
+    """
+    if mass.size <= bins:
+        return edges, mass
+    cum = np.cumsum(mass) / mass.sum()
+    cuts = np.unique(np.searchsorted(cum, np.arange(1, bins) / bins, side="left") + 1)
+    cuts = cuts[(cuts > 0) & (cuts < mass.size)]
+    idx = np.concatenate([[0], cuts, [mass.size]])
+    return edges[idx], np.add.reduceat(mass, idx[:-1])
+
+
+class BatchTables:
+    def __init__(self, snapshot: Snapshot, c0: float, c1: float, sizes: Sequence[int], b: float,
+                 score_bins: int = 12) -> None:
+        self.snapshot, self.c0, self.c1, self.b, self.score_bins = snapshot, c0, c1, b, score_bins
+        self.sizes = tuple(sizes)
+        self._entries: dict[tuple[str, int], Entry] = {}
+        self._emax: dict[tuple[tuple[str, int], ...], float] = {}
+        self._rows: dict[str, tuple[tuple[Entry, ...], tuple[float, ...]]] = {}
+        pool = snapshot.masses[POOLED]
+        for app in snapshot.apps:
+            own = snapshot.masses[app]
+            for k in self.sizes:
+                self._entries[(app, k)] = self._entry(own, pool, k)
+
+    def _entry(self, own: np.ndarray, pool: np.ndarray, k: int) -> Entry:
+        edges = self.snapshot.edges
+        counts = [1, k - 1]
+        emax = expected_max_mixed(edges, [own, pool], counts)
+        mean = self.c0 + self.c1 * k * emax
+        mass = max_masses(edges, [own, pool], counts)
+        lat_edges = self.c0 + self.c1 * k * edges
+        nz = np.flatnonzero(mass > 1e-12)
+        lo, hi = int(nz[0]), int(nz[-1]) + 1
+        e, m = _coarsen(lat_edges[lo:hi + 1], mass[lo:hi], self.score_bins)
+        return Entry(mean, score_segments(e, m, mean, self.b))
+
+    def row(self, app: str) -> tuple[tuple[Entry, ...], tuple[float, ...]]:
+        """The entries of ``app`` (or of the pool) for every size, in the order of ``sizes``,
+        and their ``E[L_B]``, made non-decreasing (a larger batch never waits less)."""
+        key = self.known(app)
+        got = self._rows.get(key)
+        if got is None:
+            entries = tuple(self._entries[(key, k)] for k in self.sizes)
+            ests = tuple(np.maximum.accumulate([e.est_s for e in entries]).tolist())
+            got = self._rows[key] = (entries, ests)
+        return got
+
+    def entry(self, app: str, k: int) -> Entry:
+        got = self._entries.get((app, k))
+        return got if got is not None else self._entries[(POOLED, k)]
+
+    def known(self, app: str) -> str:
+        """The key the tables use for ``app`` (its own, or the pooled histogram)."""
+        return app if (app, self.sizes[0]) in self._entries else POOLED
+
+    def predict(self, apps: Iterable[str]) -> float:
+        """``E[L_B]`` of a batch whose members' apps are known (Eq. 7-9 on the actual mix)."""
+        keys = [self.known(a) for a in apps]
+        return self.c0 + self.c1 * len(keys) * self._exact(_tally(keys)) if keys else 0.0
+
+    def _exact(self, tally: tuple[tuple[str, int], ...]) -> float:
+        got = self._emax.get(tally)
+        if got is None:
+            masses = [self.snapshot.masses[a] for a, _ in tally]
+            got = expected_max_mixed(self.snapshot.edges, masses, [n for _, n in tally])
+            self._emax[tally] = got
+        return got
+
+    def expected_max(self, apps: Iterable[str]) -> float:
+        """``E[max]`` over a batch of these apps' requests (memoised per composition)."""
+        return self._exact(_tally(self.known(a) for a in apps))
+
+
+def _tally(keys: Iterable[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(Counter(keys).items()))

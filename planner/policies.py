@@ -1,0 +1,90 @@
+"""The batching policies by name: ``make_scheduler("orloj", model=..., profile=...)``.
+
+The live planner and the simulator both build their schedulers here, so a policy compared in
+``adaserve sim`` is the object that serves live. A profile (when the model has one) seeds each
+policy's latency model and execution-time distribution; without one they start from a cautious
+prior and learn from ``observe``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from adaserve.broker.errors import ConfigError
+from adaserve.broker.profiles import Profile
+from adaserve.planner.core import Scheduler
+from adaserve.planner.orloj.prior import Prior, prior_from_profile
+
+__all__ = ["POLICIES", "make_scheduler"]
+
+POLICIES = ("orloj", "fifo", "clipper", "nexus", "clockwork", "edf")
+
+_ORLOJ_DIST = ("window", "reset_s", "nbins", "min_samples")
+
+
+def _orloj(prior: Prior, opts: dict[str, Any]) -> Scheduler:
+    from adaserve.planner.orloj import BatchLatencyFit, ExecDistributions, OrlojScheduler
+
+    dist_kw = {k: opts.pop(k) for k in _ORLOJ_DIST if k in opts}
+    dists = ExecDistributions.from_histogram(prior.edges_s, prior.counts, **dist_kw)
+    fit = BatchLatencyFit(prior.c0, max(prior.c1, 1e-4))
+    return OrlojScheduler(distributions=dists, latency=fit, **opts)
+
+
+def _fifo(prior: Prior, opts: dict[str, Any]) -> Scheduler:
+    from adaserve.planner.baselines import FifoScheduler
+
+    return FifoScheduler(**opts)
+
+
+def _clipper(prior: Prior, opts: dict[str, Any]) -> Scheduler:
+    from adaserve.planner.baselines import ClipperScheduler
+
+    return ClipperScheduler(**opts)
+
+
+def _nexus(prior: Prior, opts: dict[str, Any]) -> Scheduler:
+    from adaserve.planner.baselines import MeanLatency, NexusScheduler
+
+    return NexusScheduler(MeanLatency(prior), **opts)
+
+
+def _clockwork(prior: Prior, opts: dict[str, Any]) -> Scheduler:
+    from adaserve.planner.baselines import ClockworkScheduler, MeanLatency
+
+    return ClockworkScheduler(MeanLatency(prior), **opts)
+
+
+def _edf(prior: Prior, opts: dict[str, Any]) -> Scheduler:
+    from adaserve.planner.edf import EdfScheduler
+    from adaserve.planner.latency import LinearLatency
+
+    return EdfScheduler(LinearLatency(prior.line_c0, max(prior.line_c1, 1e-6), **opts))
+
+
+_BUILDERS: dict[str, Callable[[Prior, dict[str, Any]], Scheduler]] = {
+    "orloj": _orloj, "fifo": _fifo, "clipper": _clipper, "nexus": _nexus, "clockwork": _clockwork, "edf": _edf,
+}
+
+
+def make_scheduler(policy: str, *, model: str, profile: Profile | None = None, **opts: Any) -> Scheduler:
+    """A fresh scheduler of ``policy`` for ``model``.
+
+    ``variant`` and ``device`` pick which part of the profile to read; every other option goes to
+    the policy's constructor (e.g. ``sizes`` and ``b`` for ORLOJ, ``batch`` for FIFO,
+    ``action_window_s`` for Clockwork). Unknown policies or options raise ``ConfigError``.
+    """
+    builder = _BUILDERS.get(policy)
+    if builder is None:
+        raise ConfigError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
+    if profile is not None and profile.model != model:
+        raise ConfigError(f"profile is for model {profile.model!r}, not {model!r}")
+    variant, device = opts.pop("variant", None), opts.pop("device", None)
+    try:
+        prior = prior_from_profile(profile, variant=variant, device=device)
+        return builder(prior, dict(opts))
+    except TypeError as exc:
+        raise ConfigError(f"bad options for policy {policy!r}: {exc}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"bad options for policy {policy!r}: {exc}") from exc
+

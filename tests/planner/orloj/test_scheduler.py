@@ -1,0 +1,177 @@
+import math
+
+import numpy as np
+import pytest
+
+from adaserve.planner.core import Feedback, Pending, Scheduler
+from adaserve.planner.orloj import BatchLatencyFit, ExecDistributions, OrlojScheduler
+
+
+def _sched(**kw: object) -> OrlojScheduler:
+    """Requests of 40-100 ms, batches of c0 + c1 k max with c0 = 50 ms, c1 = 0.25."""
+    prior = np.random.default_rng(0).uniform(0.04, 0.10, 400)
+    return OrlojScheduler(distributions=ExecDistributions(prior_samples=prior),
+                          latency=BatchLatencyFit(0.05, 0.25), **kw)  # type: ignore[arg-type]
+
+
+def _p(i: int, arrival: float, deadline: float, app: str = "a", cls: int = 0) -> Pending:
+    return Pending(f"j{i}", "r", app, "m", arrival, deadline, priority_class=cls, seq=i)
+
+
+def test_is_a_scheduler() -> None:
+    assert isinstance(_sched(), Scheduler)
+
+
+def test_largest_size_that_can_fill_is_chosen() -> None:
+    s = _sched(sizes=(1, 2, 4, 8))
+    for i in range(5):
+        s.add(_p(i, 0.0, 10.0), 0.0)
+    d = s.next_batch(0.0, 16)
+    assert len(d.batch) == 4 and len(s) == 1  # 5 pending: the size-8 queue cannot fill
+    assert d.predicted_s == pytest.approx(0.05 + 0.25 * 4 * 0.09, abs=0.02)
+    assert len(s.next_batch(0.0, 16).batch) == 1 and len(s) == 0
+
+
+def test_max_size_caps_the_candidate() -> None:
+    s = _sched(sizes=(1, 2, 4, 8))
+    for i in range(10):
+        s.add(_p(i, 0.0, 10.0), 0.0)
+    assert len(s.next_batch(0.0, 3).batch) == 2
+
+
+def test_requests_leave_sizes_they_cannot_meet() -> None:
+    s = _sched(sizes=(1, 2, 4, 8))
+    # E[L] is about 0.07 s alone, 0.14 s for 4 and 0.24 s for 8: with 0.2 s left, size 8 is out
+    s.add(_p(0, 0.0, 0.2), 0.0)
+    for i in range(1, 9):
+        s.add(_p(i, 0.0, 10.0), 0.0)
+    d = s.next_batch(0.0, 16)
+    assert len(d.batch) == 8 and "j0" not in {p.job_id for p in d.batch}
+    d = s.next_batch(0.0, 16)
+    assert [p.job_id for p in d.batch] == ["j0"]
+
+
+def test_expired_when_no_size_is_left() -> None:
+    s = _sched(sizes=(1, 2, 4))
+    s.add(_p(0, 0.0, 0.12), 0.0)
+    s.add(_p(1, 0.0, 5.0), 0.0)
+    s.add(_p(2, 0.0, 5.0), 0.0)
+    assert s.expire(0.0) == []
+    gone = s.expire(0.11)  # 0.11 + E[L alone] > 0.12
+    assert [p.job_id for p in gone] == ["j0"]
+    assert len(s) == 2
+    assert s.expire(0.2) == []  # ended once only
+
+
+def test_infeasible_on_arrival_is_expired_at_once() -> None:
+    s = _sched()
+    s.add(_p(0, 0.0, 0.01), 0.0)
+    assert len(s) == 0
+    d = s.next_batch(0.0, 16)
+    assert [p.job_id for p in d.expired] == ["j0"] and d.batch == []
+
+
+def test_earliest_deadline_tracks_the_pending() -> None:
+    s = _sched()
+    assert s.earliest_deadline() is None
+    for i, dl in enumerate([3.0, 1.0, 2.0]):
+        s.add(_p(i, 0.0, dl), 0.0)
+    assert s.earliest_deadline() == 1.0
+    s.next_batch(0.0, 1)
+    assert s.earliest_deadline() in (1.0, 2.0, 3.0)
+    while len(s):
+        s.next_batch(0.0, 16)
+    assert s.earliest_deadline() is None
+
+
+def test_top_by_score_prefers_the_nearer_deadline() -> None:
+    s = _sched(sizes=(1,))
+    s.add(_p(0, 0.0, 9.0), 0.0)
+    s.add(_p(1, 0.0, 5.0), 0.0)
+    s.add(_p(2, 0.0, 7.0), 0.0)
+    order = [s.next_batch(0.0, 1).batch[0].job_id for _ in range(3)]
+    assert order == ["j1", "j2", "j0"]
+
+
+def test_a_request_about_to_miss_loses_to_one_that_can_still_make_it() -> None:
+    s = _sched(sizes=(1,))
+    s.add(_p(0, 0.0, 0.068), 0.0)  # inside the latency bins (0.06-0.075 s): about even odds
+    s.add(_p(1, 0.0, 0.5), 0.0)  # every bin safe
+    assert s.next_batch(0.0, 1).batch[0].job_id == "j1"
+
+
+def test_higher_priority_class_scores_higher() -> None:
+    s = _sched(sizes=(1,))
+    s.add(_p(0, 0.0, 5.0, cls=0), 0.0)
+    s.add(_p(1, 0.0, 6.0, cls=1), 0.0)
+    assert s.next_batch(0.0, 1).batch[0].job_id == "j1"
+
+
+def test_milestones_rescore_as_time_passes() -> None:
+    s = _sched(sizes=(1,))
+    s.add(_p(0, 0.0, 1.0), 0.0)
+    s.add(_p(1, 0.0, 1.3), 0.0)
+    # at t = 0 the nearer deadline wins; at t = 0.93 it is 70 ms from its deadline (inside the
+    # bins: probably too late), the other still safe
+    assert s.next_batch(0.93, 1).batch[0].job_id == "j1"
+
+
+def test_no_overflow_over_a_simulated_day() -> None:
+    s = _sched(sizes=(1, 2, 4))
+    t, served = 1.7e9, 0  # absolute epoch seconds: relative time keeps the exponentials small
+    for i in range(1440):  # one request a minute for a day
+        s.add(_p(i, t, t + 1.0), t)
+        d = s.next_batch(t + 0.001, 4)
+        served += len(d.batch)
+        assert np.all(np.isfinite(s.q.alpha)) and not np.any(np.isnan(s.q.beta))
+        t += 60.0
+    assert served == 1440
+    assert s.rebases >= 40  # b * t passes the threshold every 2000 s
+
+
+def test_observe_learns_distributions_and_latency() -> None:
+    s = _sched(refresh_every=50)
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        per = tuple(float(x) for x in rng.normal(0.2, 0.005, 4))
+        s.observe(Feedback("m", 4, 0.01 + 0.5 * 4 * max(per), ("slow",) * 4, per))
+    assert s.refreshes >= 1
+    assert s.tables.known("slow") == "slow"
+    assert s.fit.c1 == pytest.approx(0.5, abs=0.05)
+    s.add(_p(0, 0.0, 100.0, app="slow"), 0.0)
+    d = s.next_batch(0.0, 1)
+    assert d.predicted_s == pytest.approx(0.01 + 0.5 * 0.2, abs=0.03)
+
+
+def test_many_refreshes_keep_pending_requests_scored_by_their_own_tables() -> None:
+    s = _sched(sizes=(1, 2, 4), refresh_every=1)
+    rng = np.random.default_rng(2)
+    t = 0.0
+    for i in range(300):
+        s.add(_p(i, t, t + 2.0, app=f"a{i % 3}"), t)
+        s.observe(Feedback("m", 1, 0.07, (f"a{i % 3}",), (float(rng.uniform(0.04, 0.1)),)))
+        if i % 3 == 0:
+            s.next_batch(t, 4)
+        t += 0.01
+    assert s.refreshes >= 64 and len(s._ests) < 300  # unused tables were dropped
+    served = 0
+    while len(s):
+        served += len(s.next_batch(t, 4).batch)
+    assert served > 0 and np.all(np.isfinite(s.q.alpha))
+
+
+def test_batch_times_alone_are_not_taken_for_request_times() -> None:
+    s = _sched(refresh_every=1)
+    s.observe(Feedback("m", 4, 0.3, ("x",) * 4, (0.3,) * 4))
+    assert len(s.dists) == 0
+    s.observe(Feedback("m", 1, 0.07, ("x",)))
+    assert len(s.dists) == 1
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError):
+        OrlojScheduler(sizes=())
+    with pytest.raises(ValueError):
+        OrlojScheduler(b=0.0)
+    with pytest.raises(ValueError):
+        OrlojScheduler(rebase_exponent=math.inf)
