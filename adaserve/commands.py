@@ -14,7 +14,7 @@ err = Console(stderr=True)
 def up(
     workers: int = typer.Option(1, "--workers", "-w", min=0, help="CPU workers to start."),
     gpu: bool | None = typer.Option(None, "--gpu/--no-gpu", help="Start a GPU worker (default: when a GPU is visible)."),
-    policy: str = typer.Option("edf", help="Planner policy."),
+    policy: str = typer.Option("orloj", help="Planner policy: orloj, edf, fifo, clipper, nexus, clockwork."),
     slots: int = typer.Option(2, min=1, help="Batches each worker accepts at once."),
 ) -> None:
     """Start the pipeline (embedded server unless ADASERVE_REDIS_URL is set) until Ctrl-C or SIGTERM."""
@@ -47,50 +47,70 @@ def _announce(stack: object) -> None:
 
 
 def demo(
-    duration: float = typer.Option(30.0, "--duration", "-d", min=1, help="Seconds of load."),
+    duration: float = typer.Option(30.0, "--duration", "-d", min=1, help="Seconds of load (per policy)."),
     rate: float = typer.Option(40.0, "--rate", "-r", min=0.1, help="Jobs per second offered."),
     requests_per_job: int = typer.Option(4, "--requests-per-job", "-k", min=1, help="Requests in each job."),
     deadline_ms: float = typer.Option(250.0, "--deadline-ms", min=1, help="Deadline of each job."),
     pattern: str = typer.Option("poisson", help="Arrivals: constant, poisson or trace (Azure LLM trace, scaled)."),
-    model: str = typer.Option("fsdd-cnn", help="Model to serve."),
+    model: str = typer.Option("fsdd-cnn", help="Model to serve (ee-audio: the early-exit model)."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="CPU workers."),
-    policy: str = typer.Option("edf", help="Planner policy."),
+    policy: str = typer.Option("orloj", help="Planner policy, or a comma-separated list to compare (same arrivals and inputs)."),
     seed: int = typer.Option(0, help="Seed of the arrivals and of the inputs drawn."),
 ) -> None:
     """Start the pipeline, drive real held-out jobs through it, and report (last line: JSON)."""
-    from adaserve.broker import load_settings
-    from adaserve.producers import load_options, run_load
+    from adaserve.broker import ConfigError
+    from adaserve.planner.policies import POLICIES
+    from adaserve.producers import load_options
+
+    policies = [p.strip() for p in policy.split(",") if p.strip()]
+    bad = [p for p in policies if p not in POLICIES]
+    if not policies or bad:
+        raise typer.BadParameter(f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}")
+    try:
+        opts = load_options(model=model, rate=rate, duration_s=duration, requests_per_job=requests_per_job,
+                            deadline_ms=deadline_ms, pattern=pattern, seed=seed)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    reports = [_demo_run(opts.model_copy(update={"run": f"{opts.run}-{p}"}), p, workers) for p in policies]
+    report = {**reports[0]}
+    if len(reports) > 1:
+        keys = ("finish_rate", "completed", "expired", "p50_ms", "p99_ms", "throughput_rps", "accuracy")
+        report["by_policy"] = {r["policy"]: {k: r[k] for k in keys} for r in reports}
+    for r in reports:
+        _print_report(r)
+    print(json.dumps(report))
+
+
+def _demo_run(opts: object, policy: str, workers: int) -> dict[str, object]:
+    """One fresh pipeline with ``policy``, the load, and the producer's and telemetry's counts."""
+    from adaserve.broker import connect, load_settings
+    from adaserve.producers import LoadOptions, run_load
     from adaserve.stack import Stack
     from adaserve.telemetry import TelemetryReader, aggregate
 
-    opts = load_options(model=model, rate=rate, duration_s=duration, requests_per_job=requests_per_job,
-                        deadline_ms=deadline_ms, pattern=pattern, seed=seed)
+    assert isinstance(opts, LoadOptions)
     stack = Stack(load_settings(), cpu_workers=workers, policy=policy)
     with stack:
         _announce(stack)
         t0 = time.monotonic()
         n = stack.wait_ready()
-        err.print(f"{n} worker(s) ready in {time.monotonic() - t0:.1f} s; sending {opts.rate:g} jobs/s "
+        err.print(f"[bold]{policy}[/]: {n} worker(s) ready in {time.monotonic() - t0:.1f} s; sending {opts.rate:g} jobs/s "
                   f"x {opts.requests_per_job} requests for {opts.duration_s:g} s ({opts.pattern})")
         summary = run_load(stack.settings, opts)
         stack.check()
-        from adaserve.broker import connect
-
         r = connect(stack.settings)
         stats = aggregate((x.event for x in TelemetryReader(r, stack.settings).history()), run=opts.run)
         r.close()
     # The producer's own count and the telemetry's must agree; both go into the report.
-    report = {**summary.model_dump(), "policy": policy, "workers": workers,
-              "telemetry": {"submitted": stats.total.submitted, "completed": stats.total.completed,
-                            "finish_rate": stats.total.finish_rate}}
-    _print_report(report)
-    print(json.dumps(report))
+    return {**summary.model_dump(), "policy": policy, "workers": workers,
+            "telemetry": {"submitted": stats.total.submitted, "completed": stats.total.completed,
+                          "finish_rate": stats.total.finish_rate}}
 
 
 def _print_report(report: dict[str, object]) -> None:
     from rich.table import Table
 
-    table = Table(title="adaserve demo", show_header=False)
+    table = Table(title=f"adaserve demo: {report['policy']}", show_header=False)
     for key in ("model", "policy", "workers", "pattern", "offered_jobs_per_s", "submitted", "completed",
                 "expired", "rejected", "failed", "unfinished", "finish_rate", "p50_ms", "p99_ms",
                 "throughput_rps", "accuracy"):

@@ -26,7 +26,7 @@ log = logging.getLogger("adaserve.stack")
 
 class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
-                 policy: str = "edf", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
+                 policy: str = "orloj", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
                  log_dir: Path | None = None) -> None:
         if cpu_workers < 0:
             raise ValueError("cpu_workers must be >= 0")

@@ -8,7 +8,7 @@ from adaserve.planner.sim import cli as sim_cli
 
 
 def planner(
-    policy: str = typer.Option("edf", help="Batching policy: edf, orloj, fifo, clipper, nexus, clockwork."),
+    policy: str = typer.Option("orloj", help="Batching policy: orloj, edf, fifo, clipper, nexus, clockwork."),
     max_batch: int = typer.Option(32, min=1, max=1024, help="Largest batch the planner forms."),
     name: str = typer.Option("", help="Consumer name in the planners group (default: host-pid)."),
     log_level: str = typer.Option("INFO", help="Logging level."),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from adaserve.broker import streams
 from adaserve.broker.codec import decode
 from adaserve.broker.connection import connect
-from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.errors import ConfigError, InvalidMessage
 from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
@@ -40,7 +40,7 @@ SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
 
 @dataclass(frozen=True)
 class PlannerConfig:
-    policy: str = "edf"
+    policy: str = "orloj"
     max_batch: int = 32
     read_count: int = 256
     name: str = ""
@@ -50,13 +50,12 @@ class PlannerConfig:
 
 
 def default_factory(policy: str) -> SchedulerFactory:
+    from adaserve.planner.policies import POLICIES, make_scheduler
+
+    if policy not in POLICIES:
+        raise ConfigError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+
     def make(model: str, profile: Profile | None) -> Scheduler:
-        if policy == "edf":
-            from adaserve.planner.edf import EdfScheduler
-
-            return EdfScheduler()
-        from adaserve.planner.policies import make_scheduler
-
         return make_scheduler(policy, model=model, profile=profile)
 
     return make
