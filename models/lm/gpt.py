@@ -1,0 +1,149 @@
+"""A character-level GPT with an exit head after each block, loadable up to any depth.
+
+``EarlyExitGpt(config, depth=k, exits=(k,))`` holds only the first ``k`` blocks and the exit head
+at ``k``: that is what a worker loads to serve depth ``k`` (HELIOS loads a model only up to the exit
+its tokens use). Training builds the full stack with every exit and averages their losses, so every
+exit is a usable language model on its own.
+
+Padding: prompts are right-aligned and left-padded; ``valid`` marks the real tokens. Positions count
+real tokens only, so a padded prompt gives the same logits as the unpadded one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+KvCache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class GptConfig:
+    vocab_size: int
+    block_size: int  # longest sequence (prompt + generated) the position table covers
+    n_layer: int
+    n_embd: int
+    n_head: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "GptConfig":
+        return cls(**{k: int(d[k]) for k in ("vocab_size", "block_size", "n_layer", "n_embd", "n_head")})
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block; attention through SDPA with an explicit boolean mask."""
+
+    def __init__(self, c: GptConfig) -> None:
+        super().__init__()
+        self.n_head = c.n_head
+        self.ln1 = nn.LayerNorm(c.n_embd)
+        self.qkv = nn.Linear(c.n_embd, 3 * c.n_embd)
+        self.proj = nn.Linear(c.n_embd, c.n_embd)
+        self.ln2 = nn.LayerNorm(c.n_embd)
+        self.fc = nn.Linear(c.n_embd, 4 * c.n_embd)
+        self.out = nn.Linear(4 * c.n_embd, c.n_embd)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
+                cache: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        if cache is not None:
+            k = torch.cat([cache[0], k], dim=2)
+            v = torch.cat([cache[1], v], dim=2)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        x = x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return x, (k, v)
+
+
+class ExitHead(nn.Module):
+    def __init__(self, c: GptConfig) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(c.n_embd)
+        self.head = nn.Linear(c.n_embd, c.vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.ln(x))
+
+
+class EarlyExitGpt(nn.Module):
+    """The first ``depth`` blocks of the model and the exit heads named in ``exits`` (1-based)."""
+
+    def __init__(self, config: GptConfig, depth: int | None = None,
+                 exits: tuple[int, ...] | None = None) -> None:
+        super().__init__()
+        depth = config.n_layer if depth is None else depth
+        if not 1 <= depth <= config.n_layer:
+            raise ValueError(f"depth must be in 1..{config.n_layer}, got {depth}")
+        exits = tuple(range(1, depth + 1)) if exits is None else tuple(exits)
+        if not exits or any(not 1 <= e <= depth for e in exits):
+            raise ValueError(f"exits must lie in 1..{depth}, got {exits}")
+        self.config, self.depth, self.exit_depths = config, depth, exits
+        self.tok = nn.Embedding(config.vocab_size, config.n_embd)
+        self.pos = nn.Embedding(config.block_size, config.n_embd)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(depth))
+        self.exits = nn.ModuleDict({str(e): ExitHead(config) for e in exits})
+
+    def init_weights(self, generator: torch.Generator) -> None:
+        """GPT-2 style init from an explicit generator, so a seed fixes every weight."""
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = residual_std if name.endswith(("proj.weight", "out.weight")) else 0.02
+                with torch.no_grad():
+                    p.copy_(torch.randn(p.shape, generator=generator) * std)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def train_logits(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Logits at every exit for unpadded training windows (plain causal attention)."""
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        out = []
+        for i, block in enumerate(self.blocks, start=1):
+            x, _ = block(x, None)
+            if str(i) in self.exits:
+                out.append(self.exits[str(i)](x))
+        return out
+
+    def prefill(self, idx: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, KvCache, torch.Tensor]:
+        """Run padded prompts; returns (last-position logits at the deepest exit, cache, positions)."""
+        t = idx.shape[1]
+        pos = (valid.long().cumsum(1) - 1).clamp(min=0)
+        causal = torch.ones(t, t, dtype=torch.bool, device=idx.device).tril()
+        # Pad queries may see themselves: a row with no allowed key would make SDPA return NaN.
+        eye = torch.eye(t, dtype=torch.bool, device=idx.device)
+        mask = (causal & (valid[:, None, :] | eye))[:, None, :, :]
+        x = self.tok(idx.clamp(min=0)) + self.pos(pos)
+        cache: KvCache = []
+        for block in self.blocks:
+            x, kv = block(x, mask)
+            cache.append(kv)
+        return self._head(x[:, -1]), cache, pos[:, -1]
+
+    def step(self, tok: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor,
+             cache: KvCache) -> tuple[torch.Tensor, KvCache]:
+        """One generated token per row: ``tok``/``pos`` are [B], ``valid`` covers cache + this token."""
+        x = self.tok(tok)[:, None, :] + self.pos(pos)[:, None, :]
+        mask = valid[:, None, None, :]
+        new: KvCache = []
+        for block, kv in zip(self.blocks, cache):
+            x, kv2 = block(x, mask, kv)
+            new.append(kv2)
+        return self._head(x[:, -1]), new
+
+    def _head(self, h: torch.Tensor) -> torch.Tensor:
+        return self.exits[str(self.exit_depths[-1])](h)

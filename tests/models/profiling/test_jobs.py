@@ -1,0 +1,77 @@
+"""The profiler as rq jobs: JSON-serialised, run by a real (in-process) worker against the test server."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import redis
+from rq import SimpleWorker
+from rq.serializers import JSONSerializer
+
+from adaserve.broker import Keys, Settings, load_settings
+from adaserve.models.profiling.jobs import enqueue, job_progress, queue
+from adaserve.models.profiling.measure import MeasureConfig
+from adaserve.models.profiling.store import load, load_file
+
+TINY = replace(MeasureConfig.tiny(), batch_sizes=(1, 2), repeats=2, quality_samples=4)
+
+
+@pytest.fixture
+def lm_settings(settings: Settings, lm_data_dir: Path, r: "redis.Redis[bytes]",
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    # The job reads the worker's environment, as `adaserve profiler` would.
+    monkeypatch.setenv("ADASERVE_REDIS_URL", settings.redis_url)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(lm_data_dir))
+    s = load_settings(redis_url=settings.redis_url, namespace=settings.namespace, data_dir=lm_data_dir)
+    yield s
+    # rq's own keys are not under the namespace's prefix: remove this test's jobs and queue.
+    q = queue(s, r)
+    for registry in (q.finished_job_registry, q.failed_job_registry):
+        for job_id in registry.get_job_ids():
+            r.delete(f"rq:job:{job_id}", f"rq:results:{job_id}")
+        r.delete(registry.key)
+    q.delete(delete_jobs=True)
+
+
+def test_jobs_are_plain_json(r: "redis.Redis[bytes]", lm_settings: Settings) -> None:
+    (job,) = enqueue(lm_settings, [("ee-lm-xs", "depth1")], "cpu", TINY, connection=r)
+    raw = r.hget(job.key, "data")
+    assert raw is not None
+    func, _instance, args, kwargs = json.loads(zlib.decompress(raw))  # JSON, not a pickle
+    assert func == "adaserve.models.profiling.jobs.profile_job" and args == []
+    assert kwargs["config"]["batch_sizes"] == [1, 2] and kwargs["namespace"] == lm_settings.namespace
+    assert job_progress(job)["stage"] == "queued"
+    assert job.origin == Keys(lm_settings.namespace).rq_queue
+    queue(lm_settings, r).empty()
+
+
+def test_worker_runs_jobs_and_merges_profiles(r: "redis.Redis[bytes]", lm_settings: Settings) -> None:
+    jobs = enqueue(lm_settings, [("ee-lm-xs", "depth1"), ("ee-lm-xs", "depth2")], "cpu", TINY, connection=r)
+    worker = SimpleWorker([queue(lm_settings, r)], connection=r, serializer=JSONSerializer)
+    assert worker.work(burst=True)
+    for job in jobs:
+        job.refresh()
+        assert job.get_status().value == "finished", job.latest_result()
+        summary = job.return_value()
+        assert summary["latency_points"] == 2 and summary["quality"][0]["metric"] == "perplexity"
+        assert job_progress(job)["stage"] == "done"
+    stored = load(r, Keys(lm_settings.namespace), "ee-lm-xs")
+    assert stored is not None
+    assert {q.variant for q in stored.quality} == {"depth1", "depth2"}
+    assert sorted((p.variant, p.batch_size) for p in stored.latency) == [
+        ("depth1", 1), ("depth1", 2), ("depth2", 1), ("depth2", 2)]
+    assert load_file(lm_settings.data_dir, "ee-lm-xs") == stored
+
+
+def test_a_failing_job_is_reported_not_lost(r: "redis.Redis[bytes]", lm_settings: Settings) -> None:
+    (job,) = enqueue(lm_settings, [("ee-lm-xs", "depth9")], "cpu", TINY, connection=r)
+    SimpleWorker([queue(lm_settings, r)], connection=r, serializer=JSONSerializer).work(burst=True)
+    job.refresh()
+    assert job.get_status().value == "failed"
+    assert "depth9" in (job.latest_result().exc_string or "")
+    assert load(r, Keys(lm_settings.namespace), "ee-lm-xs") is None

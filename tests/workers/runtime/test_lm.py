@@ -1,0 +1,123 @@
+"""LmRunner: reads only the first k layers, greedy generation with padding, per-token confidences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from adaserve.broker.errors import InvalidMessage
+from adaserve.models.lm.gpt import EarlyExitGpt, GptConfig
+from adaserve.models.lm.prompts import pad_prompts
+from adaserve.models.lm.weights import depth_artifacts, save_layers
+from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
+from adaserve.workers.runtime.lm import LmRunner
+
+LAYERS = 3
+CHARS = tuple("abcdefghij \n")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("lm")
+    config = GptConfig(vocab_size=len(CHARS), block_size=32, n_layer=LAYERS, n_embd=16, n_head=2)
+    model = EarlyExitGpt(config)
+    model.init_weights(torch.Generator().manual_seed(3))
+    with torch.no_grad():  # sharpen the random heads so greedy choices are not near-ties
+        for p in model.parameters():
+            p.mul_(20.0)
+    save_layers(model, out, CHARS)
+    return out
+
+
+def _info() -> ModelInfo:
+    variants = [VariantInfo(name=f"depth{k}", kind="lm-exit", artifacts=depth_artifacts(k),
+                            inputs={"tokens": InputSpec(shape=(8,), dtype="int64")},
+                            metric="perplexity", extra={"depth": k, "max_new_tokens": 5, "pad_id": -1})
+                for k in range(1, LAYERS + 1)]
+    return ModelInfo(name="toy-lm", family="ee-lm", task="text-generation", description="toy",
+                     labels=list(CHARS), default_variant=f"depth{LAYERS}", variants=variants,
+                     train={}, versions={}, source="random weights")
+
+
+def _runner(model_dir: Path, k: int) -> LmRunner:
+    info = _info()
+    return LmRunner(model_dir, info, info.variant(f"depth{k}"), "cpu")
+
+
+def test_loads_only_the_first_k_layers(model_dir: Path) -> None:
+    runners = [_runner(model_dir, k) for k in range(1, LAYERS + 1)]
+    for k, r in enumerate(runners, start=1):
+        assert r.loaded_files == depth_artifacts(k)
+        assert f"block{k + 1}.safetensors" not in r.loaded_files
+        assert len(r.net.blocks) == k
+    params = [r.parameters for r in runners]
+    per_block = params[1] - params[0]
+    assert per_block > 0
+    assert params[2] - params[1] == per_block  # memory grows by exactly one block per depth
+    assert runners[0].weight_bytes < runners[-1].weight_bytes
+
+
+def test_missing_deeper_files_do_not_matter(model_dir: Path, tmp_path: Path) -> None:
+    for name in depth_artifacts(1):
+        (tmp_path / name).write_bytes((model_dir / name).read_bytes())
+    r = _runner(tmp_path, 1)
+    assert r.run({"tokens": np.zeros((1, 8), np.int64)}).outputs["tokens"].shape == (1, 5)
+    with pytest.raises(Exception, match="block2"):
+        _runner(tmp_path, 2)
+
+
+def _reference_greedy(r: LmRunner, prompt: np.ndarray, n: int) -> list[int]:
+    seq = torch.from_numpy(prompt.astype(np.int64))[None]
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = r.net.train_logits(seq)[-1][:, -1].argmax(-1)
+            out.append(int(nxt))
+            seq = torch.cat([seq, nxt[None]], dim=1)
+    return out
+
+
+def test_greedy_generation_matches_full_recompute_and_ignores_padding(model_dir: Path) -> None:
+    r = _runner(model_dir, 2)
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, len(CHARS), size=n) for n in (8, 3, 6)]
+    out = r.run({"tokens": pad_prompts(prompts, 8)})
+    ids, conf = out.outputs["tokens"], out.outputs["confidence"]
+    assert ids.shape == conf.shape == (3, 5) and ids.dtype == np.int64
+    for i, p in enumerate(prompts):
+        assert ids[i].tolist() == _reference_greedy(r, p, 5)
+    assert ((conf > 0) & (conf <= 1)).all()
+    np.testing.assert_allclose(out.confidences, conf.mean(axis=1), rtol=1e-6)
+    assert out.exits.tolist() == [2, 2, 2]
+    assert out.request_exec_s.shape == (3,)
+
+
+def test_max_new_tokens_per_request(model_dir: Path) -> None:
+    r = _runner(model_dir, 1)
+    tokens = np.ones((3, 8), np.int64)
+    out = r.run({"tokens": tokens, "max_new_tokens": np.array([0, 2, 7])})
+    ids, conf = out.outputs["tokens"], out.outputs["confidence"]
+    assert ids.shape == (3, 7)
+    assert (ids[0] == -1).all() and np.isnan(conf[0]).all() and np.isnan(out.confidences[0])
+    assert (ids[1, 2:] == -1).all() and (ids[1, :2] >= 0).all()
+    assert (ids[2] >= 0).all()
+
+
+@pytest.mark.parametrize("tokens", [
+    np.full((1, 8), -1, np.int64),                   # nothing but padding
+    np.array([[0, 1, 2, 3, 4, 5, 6, 99]]),           # id outside the vocabulary
+    np.zeros((8,), np.int64),                        # no batch axis
+    np.zeros((1, 8), np.float32),                    # not token ids
+])
+def test_bad_prompts_are_rejected(model_dir: Path, tokens: np.ndarray) -> None:
+    with pytest.raises(InvalidMessage):
+        _runner(model_dir, 1).run({"tokens": tokens})
+
+
+def test_perplexity_of_a_sequence(model_dir: Path) -> None:
+    r = _runner(model_dir, 3)
+    ppl, n = r.perplexity(np.arange(200) % len(CHARS))
+    assert n == (199 // 32) * 32 and ppl > 1.0
