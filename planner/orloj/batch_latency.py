@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaserve.planner.latency import Rls
+
 __all__ = ["BatchLatencyFit"]
 
 
@@ -19,26 +21,25 @@ class BatchLatencyFit:
                  prior_weight: float = 5.0, noise_s: float = 0.005) -> None:
         if c0 < 0 or c1 <= 0:
             raise ValueError("c0 must be >= 0 and c1 > 0")
-        if not 0.5 < forget <= 1.0:
-            raise ValueError("forget must be in (0.5, 1]")
-        self._theta = np.array([c0, c1], dtype=np.float64)
         if not prior_weight > 0 or not noise_s > 0:
             raise ValueError("prior_weight and noise_s must be positive")
         # RLS assumes unit noise; latencies are ~1e-2 s, so the prior covariance (each coefficient
         # uncertain by its own size, c0 by at least 10 ms) is divided by the noise variance: the
         # prior then counts as about ``prior_weight`` batches measured to ``noise_s``.
         spread = np.array([max(c0, 0.01), c1]) ** 2
-        self._p = np.diag(spread) / (noise_s**2 * prior_weight)
-        self._forget = forget
-        self.observations = 0
+        self._rls = Rls(c0, c1, np.diag(spread) / (noise_s**2 * prior_weight), forget=forget)
+
+    @property
+    def observations(self) -> int:
+        return self._rls.observations
 
     @property
     def c0(self) -> float:
-        return float(max(self._theta[0], 0.0))
+        return float(max(self._rls.theta[0], 0.0))
 
     @property
     def c1(self) -> float:
-        return float(max(self._theta[1], 1e-4))
+        return float(max(self._rls.theta[1], 1e-4))
 
     def predict(self, size: int, expected_max: float) -> float:
         """Seconds a batch of ``size`` whose expected maximum is ``expected_max`` takes."""
@@ -49,12 +50,7 @@ class BatchLatencyFit:
         x_k = size * batch_max
         if size <= 0 or not np.isfinite(seconds) or seconds <= 0 or not np.isfinite(x_k) or x_k <= 0:
             return False
-        x = np.array([1.0, x_k])
-        px = self._p @ x
-        gain = px / (self._forget + x @ px)
-        self._theta = self._theta + gain * (seconds - x @ self._theta)
-        self._p = (self._p - np.outer(gain, px)) / self._forget
-        self.observations += 1
+        self._rls.update(x_k, seconds)
         return True
 
     def coefficients(self) -> tuple[float, float]:
