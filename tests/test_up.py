@@ -1,0 +1,46 @@
+"""``adaserve up`` as a user runs it: embedded server, planner, worker; SIGTERM stops them all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ADASERVE_REDIS_URL"}
+    env["ADASERVE_DATA_DIR"] = str(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "adaserve", "up"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    deadline = time.time() + 90
+    assert proc.stdout is not None
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "ready" in line or proc.poll() is not None:
+            break
+    assert any("ready" in x for x in lines), "".join(lines)
+    assert any("embedded server" in x for x in lines)
+    children = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+    assert len(children) >= 3  # server, planner, worker
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    time.sleep(0.5)
+    assert not [c for c in children if _alive(c)]
+    assert (tmp_path / "server" / "appendonlydir").is_dir()  # the embedded server kept an AOF
