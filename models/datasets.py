@@ -140,5 +140,12 @@ def sample_inputs(model: str, n: int, *, seed: int,
         av = load_av_digits(split)
         idx = _choose(len(av.labels), n, seed)
         return [{"audio": av.audio[i], "image": av.image[i]} for i in idx], av.labels[idx]
+    if model == "effnet-lite0":
+        # Real photos (scikit-image's bundled ones, several views each); the label is the first
+        # ImageNet class accepted for the photo.
+        from adaserve.models.effnet.photos import sample_photos
+
+        images, accepted = sample_photos(n, seed=seed)
+        return [{"image": img} for img in images], np.array([a[0] for a in accepted], dtype=np.int64)
     raise ModelNotFound(f"no sample inputs for model {model!r} (have: "
-                        f"{', '.join(AUDIO_MODELS + AV_MODELS)})")
+                        f"{', '.join(AUDIO_MODELS + AV_MODELS + ('effnet-lite0',))})")

@@ -79,3 +79,10 @@ def test_no_torch_or_onnxruntime_import() -> None:
             "print('torch' in sys.modules or 'onnxruntime' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_effnet_samples_are_real_photos_with_imagenet_labels() -> None:
+    inputs, labels = datasets.sample_inputs("effnet-lite0", 6, seed=0)
+    assert len(inputs) == 6 and inputs[0]["image"].shape == (3, 224, 224)
+    assert inputs[0]["image"].dtype == np.float32 and labels.dtype == np.int64
+    assert all(0 <= int(v) < 1000 for v in labels)
