@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from adaserve.producers import LoadOptions
+    from adaserve.stack import Stack
 
 err = Console(stderr=True)
 
@@ -35,10 +40,7 @@ def up(
         err.print("stopping…")
 
 
-def _announce(stack: object) -> None:
-    from adaserve.stack import Stack
-
-    assert isinstance(stack, Stack)
+def _announce(stack: "Stack") -> None:
     url = stack.settings.redis_url
     if stack.embedded:
         err.print(f"[yellow]embedded server[/] at {url} (data in {stack.settings.data_dir / 'server'}, AOF on). "
@@ -81,14 +83,13 @@ def demo(
     print(json.dumps(report))
 
 
-def _demo_run(opts: object, policy: str, workers: int) -> dict[str, object]:
+def _demo_run(opts: "LoadOptions", policy: str, workers: int) -> dict[str, object]:
     """One fresh pipeline with ``policy``, the load, and the producer's and telemetry's counts."""
     from adaserve.broker import connect, load_settings
-    from adaserve.producers import LoadOptions, run_load
+    from adaserve.producers import run_load
     from adaserve.stack import Stack
     from adaserve.telemetry import TelemetryReader, aggregate
 
-    assert isinstance(opts, LoadOptions)
     stack = Stack(load_settings(), cpu_workers=workers, policy=policy)
     with stack:
         _announce(stack)
