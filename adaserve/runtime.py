@@ -6,6 +6,8 @@ import logging
 import signal
 import threading
 
+import typer
+
 
 def setup_logging(level: str = "INFO") -> None:
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -21,3 +23,13 @@ def stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
     return stop
+
+
+def cli_error(exc: Exception | str, *, usage: tuple[type[BaseException], ...] = ()) -> typer.Exit:
+    """Print ``exc`` in red on stderr; the exit code is 2 for configuration/usage errors, else 1."""
+    from rich.console import Console
+
+    from adaserve.broker.errors import ConfigError
+
+    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    return typer.Exit(2 if isinstance(exc, (str, ConfigError, *usage)) else 1)

@@ -13,7 +13,7 @@ from adaserve.broker.messages import (
     SCHEMA_VERSION, Batch, BatchItem, Generation, Job, Placement, Plan, Request, Result, Slo, Timings,
 )
 from adaserve.broker.probe import ServerInfo, probe
-from adaserve.broker.settings import Limits, Settings, load_limits, load_settings
+from adaserve.broker.settings import Limits, Settings, load_connected_settings, load_limits, load_settings
 from adaserve.broker.tensors import Tensor
 
 __all__ = [
@@ -22,5 +22,5 @@ __all__ = [
     "LimitExceeded", "ModelNotFound", "ServerUnsupported",
     "Batch", "BatchItem", "Ending", "Packed", "Event", "Finalizer", "Generation", "Job", "Keys", "Limits",
     "Placement", "Plan", "Request", "Result", "ServerInfo", "Settings", "Slo", "Tensor", "Timings",
-    "connect", "decode", "encode", "load_limits", "load_settings", "peek", "probe", "unpack", "validate",
+    "connect", "decode", "encode", "load_connected_settings", "load_limits", "load_settings", "peek", "probe", "unpack", "validate",
 ]

@@ -92,6 +92,17 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(f"invalid adaserve settings: {exc}") from None
 
 
+def load_connected_settings(**overrides: object) -> Settings:
+    """``load_settings`` for commands that join an existing server: a URL is required."""
+    settings = load_settings(**overrides)
+    if not settings.redis_url:
+        raise ConfigError(
+            "ADASERVE_REDIS_URL is not set: point it at the server `adaserve up` printed "
+            "(e.g. export ADASERVE_REDIS_URL=redis://127.0.0.1:6379/0), or run `adaserve demo`"
+        )
+    return settings
+
+
 def load_limits(**overrides: object) -> Limits:
     try:
         return Limits(**overrides)  # type: ignore[arg-type]

@@ -6,26 +6,9 @@ from typing import Optional
 
 import typer
 
-from adaserve.broker.errors import AdaserveError, ConfigError
-from adaserve.broker.settings import Settings, load_settings
-
-
-def connected_settings() -> Settings:
-    """Settings from the environment, which must name a server for this command."""
-    settings = load_settings()
-    if not settings.redis_url:
-        raise ConfigError(
-            "ADASERVE_REDIS_URL is not set: point it at the server `adaserve up` printed "
-            "(e.g. export ADASERVE_REDIS_URL=redis://127.0.0.1:6379/0), or run `adaserve demo`"
-        )
-    return settings
-
-
-def fail(exc: Exception) -> "typer.Exit":
-    from rich.console import Console
-
-    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
-    return typer.Exit(2 if isinstance(exc, ConfigError) else 1)
+from adaserve.broker.errors import AdaserveError
+from adaserve.broker.settings import load_connected_settings
+from adaserve.runtime import cli_error
 
 
 def produce(
@@ -48,14 +31,14 @@ def produce(
     from adaserve.producers.load import load_options, run_load
 
     try:
-        settings = connected_settings()
+        settings = load_connected_settings()
         values = dict(model=model, rate=rate, duration_s=duration, requests_per_job=requests_per_job,
                       deadline_ms=deadline_ms, min_accuracy=min_accuracy, app=app, pattern=pattern,
                       trace=trace, seed=seed, grace_s=grace)
         opts = load_options(**values, **({"run": run} if run else {}))
         summary = run_load(settings, opts, progress=progress)
     except AdaserveError as exc:
-        raise fail(exc) from None
+        raise cli_error(exc) from None
     if json_out:
         typer.echo(summary.model_dump_json())
         return

@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from adaserve.broker.errors import AdaserveError, ConfigError
-from adaserve.broker.settings import Settings, load_settings
+from adaserve.broker.settings import load_connected_settings
+from adaserve.runtime import cli_error
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -19,23 +20,6 @@ def parse_window(text: str) -> float:
     if not m or float(m.group(1)) <= 0:
         raise ConfigError(f"window {text!r} is not a positive duration such as 60s, 5m or 1h")
     return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-
-
-def _settings() -> Settings:
-    settings = load_settings()
-    if not settings.redis_url:
-        raise ConfigError(
-            "ADASERVE_REDIS_URL is not set: point it at the server `adaserve up` printed "
-            "(e.g. export ADASERVE_REDIS_URL=redis://127.0.0.1:6379/0)"
-        )
-    return settings
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    from rich.console import Console
-
-    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
-    return typer.Exit(2 if isinstance(exc, (ConfigError, ValueError)) else 1)
 
 
 def tail(
@@ -56,7 +40,7 @@ def tail(
     console = Console(highlight=False, soft_wrap=True)
     try:
         keep = EventFilter(parse_types(type_), app, run)
-        settings = _settings()
+        settings = load_connected_settings()
         reader = TelemetryReader(connect(settings, block_ms=500), settings)
         after = reader.latest_id()
         recent = reader.last(count, keep=keep) if count > 0 else []
@@ -68,7 +52,7 @@ def tail(
     except KeyboardInterrupt:
         return
     except (AdaserveError, ValueError) as exc:
-        raise _fail(exc) from None
+        raise cli_error(exc, usage=(ValueError,)) from None
 
 
 def stats(
@@ -83,7 +67,7 @@ def stats(
     from adaserve.telemetry.stats import aggregate
 
     try:
-        settings = _settings()
+        settings = load_connected_settings()
         reader = TelemetryReader(connect(settings), settings)
         if run:
             result = aggregate((g.event for g in reader.history(keep=EventFilter(run=run))), run=run)
@@ -92,7 +76,7 @@ def stats(
             since = reader.server_ms() - int(seconds * 1000)
             result = aggregate((g.event for g in reader.history(since_ms=since)), span_s=seconds)
     except AdaserveError as exc:
-        raise _fail(exc) from None
+        raise cli_error(exc, usage=(ValueError,)) from None
     if json_out:
         typer.echo(result.model_dump_json())
     else:
@@ -111,11 +95,11 @@ def dead(
     from adaserve.telemetry.render import print_dead
 
     try:
-        settings = _settings()
+        settings = load_connected_settings()
         r = connect(settings)
         letters, total = read_dead(r, settings, count), dead_count(r, settings)
     except AdaserveError as exc:
-        raise _fail(exc) from None
+        raise cli_error(exc, usage=(ValueError,)) from None
     if json_out:
         typer.echo(json.dumps({"total": total, "letters": [d.model_dump() for d in letters]}))
     else:

@@ -11,6 +11,8 @@ import click
 import typer
 from typer.core import TyperGroup
 
+from adaserve.runtime import cli_error
+
 if TYPE_CHECKING:
     import redis
     from rq.job import Job
@@ -45,13 +47,6 @@ def register(app: typer.Typer) -> None:
     app.command("profiler")(profiler)
 
 
-def _fail(message: str) -> typer.Exit:
-    from rich.console import Console
-
-    Console(stderr=True).print(f"[red]adaserve profile: {message}[/red]")
-    return typer.Exit(2)
-
-
 @profile_app.command("run")
 def run(
     model: str = typer.Argument("", help="Model to profile (default: every built or shipped model)."),
@@ -84,7 +79,7 @@ def run(
 
         jobs = enqueue(settings, targets, device.value, cfg)
     except (AdaserveError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise cli_error(str(exc)) from None
     from rich.console import Console
 
     out = Console()
@@ -202,12 +197,12 @@ def show(
         for name in names:
             p = (load(conn, keys, name) if conn else None) or load_file(settings.data_dir, name)
             if p is None:
-                raise _fail(f"no profile of {name!r} in Redis or {settings.data_dir / 'profiles'}")
+                raise cli_error(f"no profile of {name!r} in Redis or {settings.data_dir / 'profiles'}")
             profiles.append(p)
     except AdaserveError as exc:
-        raise _fail(str(exc)) from None
+        raise cli_error(str(exc)) from None
     if not profiles:
-        raise _fail("no profiles stored yet (run `adaserve profile`)")
+        raise cli_error("no profiles stored yet (run `adaserve profile`)")
     out = Console()
     if as_json:
         out.print_json(json.dumps([p.model_dump() for p in profiles]))
@@ -232,14 +227,12 @@ def profiler(
     """The rq worker of profiling jobs (needs ADASERVE_REDIS_URL); runs each job in a forked process."""
     from rich.console import Console
 
-    from adaserve.broker import AdaserveError, Keys, load_settings
+    from adaserve.broker import AdaserveError, Keys, load_connected_settings
     from adaserve.models.profiling.jobs import run_worker
 
     try:
-        settings = load_settings()
-        if not settings.redis_url:
-            raise _fail("the profiler needs ADASERVE_REDIS_URL")
+        settings = load_connected_settings()
         Console(stderr=True).print(f"profiler serving rq queue {Keys(settings.namespace).rq_queue}")
         run_worker(settings, burst=burst)
     except AdaserveError as exc:
-        raise _fail(str(exc)) from None
+        raise cli_error(str(exc)) from None
