@@ -123,6 +123,11 @@ class BatchItem(_Wire):
     inputs: dict[str, Tensor]
     submitted_ms: float
     deadline_ms: float
+    kind: RequestKind = "forward"
+    generation: Generation | None = None
+    # The job's effective accuracy as planned (the mean of its requests' planned accuracies),
+    # when the planner chose it; echoed into the result.
+    job_accuracy: float | None = None
 
 
 class Batch(_Wire):
@@ -159,6 +164,7 @@ class Result(_Wire):
     confidence: float | None = None
     exit: int | None = None
     plan: Plan | None = None
+    job_accuracy: float | None = None
     worker: str = ""
     timings: Timings
 

@@ -25,6 +25,9 @@ class Pending:
     priority_class: int = 0
     payload: Any = None
     seq: int = 0
+    # Job-level facts that job-aware policies (MOSEL's modality selection) need; 0 / 1 otherwise.
+    floor: float = 0.0
+    job_size: int = 1
 
     @property
     def key(self) -> tuple[str, str]:
@@ -38,6 +41,10 @@ class Decision:
     batch: list[Pending] = field(default_factory=list)
     expired: list[Pending] = field(default_factory=list)
     predicted_s: float = 0.0
+    # Which variant serves the batch (and with which inputs): "default" unless the policy
+    # chooses, as modality selection does per batch.
+    variant: str = "default"
+    modalities: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,5 +79,8 @@ class Scheduler(Protocol):
 
     def earliest_deadline(self) -> float | None:
         """Deadline of the most urgent pending request, to arbitrate between models."""
+
+    # Optional: ``drain_events() -> list[tuple[str, dict]]``. A policy that changes plans on its
+    # own (MOSEL's re-selection) returns telemetry events the live planner then publishes.
 
     def __len__(self) -> int: ...

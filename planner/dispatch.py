@@ -7,12 +7,12 @@ from collections import defaultdict
 
 from adaserve.broker.codec import encode
 from adaserve.broker.finalize import Ending
-from adaserve.broker.messages import Batch, BatchItem, Placement, Plan, Request, Result, Timings
+from adaserve.broker.messages import Batch, BatchItem, Plan, Request, Result, Timings
 from adaserve.planner.core import Pending
 from adaserve.planner.state import HeldJob
 
 
-def build_batch(model: str, pool: str, items: list[Pending], now_ms: float, priority: float = 0.0) -> Batch:
+def build_batch(model: str, items: list[Pending], now_ms: float, plan: Plan) -> Batch:
     out: list[BatchItem] = []
     for p in items:
         held: HeldJob = p.payload[0]
@@ -20,10 +20,11 @@ def build_batch(model: str, pool: str, items: list[Pending], now_ms: float, prio
         out.append(BatchItem.model_construct(
             job_id=p.job_id, request_id=p.request_id, app=p.app, reply_to=held.job.reply_to,
             run=held.job.run, inputs=req.inputs, submitted_ms=held.submitted_ms,
-            deadline_ms=held.submitted_ms + held.job.slo.deadline_ms,
+            deadline_ms=held.submitted_ms + held.job.slo.deadline_ms, kind=req.kind,
+            generation=req.generation, job_accuracy=held.accuracy,
         ))
-    plan = Plan(placement=Placement(pool=pool), priority=priority)
-    return Batch.model_construct(v=1, type="batch", id=uuid.uuid4().hex, model=model, plan=plan, items=out, dispatched_ms=now_ms)
+    return Batch.model_construct(v=1, type="batch", id=uuid.uuid4().hex, model=model, plan=plan, items=out,
+                                 dispatched_ms=now_ms)
 
 
 def batch_bytes(batch: Batch) -> bytes:

@@ -25,10 +25,10 @@ from adaserve.broker.errors import ConfigError, InvalidMessage
 from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
-from adaserve.broker.messages import Job
+from adaserve.broker.messages import Job, Placement, Plan
 from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Limits, Settings
-from adaserve.planner.core import Feedback, Pending, Scheduler
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
 from adaserve.planner.intake import Intake
 from adaserve.planner.pools import Pools
@@ -129,6 +129,7 @@ class Planner:
         if self._pending():
             self._refresh_inflight()
             self._dispatch()
+        self._scheduler_events()
         self._housekeeping()
         self._pipe.execute()
 
@@ -156,7 +157,8 @@ class Planner:
         deadline_s = (e.ms + job.slo.deadline_ms) / 1000.0
         for req in todo:
             sched.add(Pending(job.id, req.id, job.app, job.model, e.ms / 1000.0, deadline_s,
-                              job.priority, (held, req)), self.now_ms() / 1000.0)
+                              job.priority, (held, req), floor=job.slo.min_accuracy,
+                              job_size=len(job.requests)), self.now_ms() / 1000.0)
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
                     requests=len(job.requests), deadline_ms=job.slo.deadline_ms)
 
@@ -233,7 +235,7 @@ class Planner:
                 decision = self.scheds[model].next_batch((now_ms + wait_ms) / 1000.0, self.config.max_batch)
                 self._expire(decision.expired, now_ms)
                 if decision.batch:
-                    self._send(model, pool.name, decision.batch, now_ms, decision.predicted_s)
+                    self._send(model, pool.name, decision, now_ms)
                     pool.inflight += 1
                     progress = True
 
@@ -241,8 +243,12 @@ class Planner:
         waits = [self.wait[p.name].value for p in self.pools.serving(model) if p.name in self.wait]
         return min(waits) if waits else 0.0
 
-    def _send(self, model: str, pool: str, items: list[Pending], now_ms: float, predicted_s: float) -> None:
-        batch = build_batch(model, pool, items, now_ms)
+    def _plan(self, model: str, pool: str, decision: Decision) -> Plan:
+        return Plan(modalities=decision.modalities, variant=decision.variant, placement=Placement(pool=pool))
+
+    def _send(self, model: str, pool: str, decision: Decision, now_ms: float) -> None:
+        items, predicted_s = decision.batch, decision.predicted_s
+        batch = build_batch(model, items, now_ms, self._plan(model, pool, decision))
         self._pipe.xadd(self.keys.batches(pool), {b"m": batch_bytes(batch)},
                         maxlen=self.settings.stream_maxlen, approximate=True)
         self.inflight.add(batch.id, pool, now_ms)
@@ -273,6 +279,14 @@ class Planner:
         if held.undispatched <= 0:
             self._pipe.xack(self.keys.jobs, PLANNER_GROUP, held.entry_id)
             self.held.pop(held.job.id, None)
+
+    def _scheduler_events(self) -> None:
+        # Policies that change plans on their own (MOSEL's re-selection) report it as events.
+        for sched in self.scheds.values():
+            drain = getattr(sched, "drain_events", None)
+            if drain is not None:
+                for name, body in drain():
+                    self._event(name, **body)
 
     # -- housekeeping --------------------------------------------------------------------------
     def _housekeeping(self) -> None:

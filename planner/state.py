@@ -16,6 +16,7 @@ class HeldJob:
     submitted_ms: float
     undispatched: int
     planned: bool = False
+    accuracy: float | None = None  # effective accuracy as planned, once a policy fixed it
 
 
 @dataclass

@@ -42,7 +42,7 @@ def finished(
             "app": item.app, "model": batch.model, "status": out.status, "reason": out.reason,
             "outputs": {k: {"dtype": v.dtype, "shape": v.shape, "data": v.data} for k, v in out.outputs.items()},
             "prediction": out.prediction, "confidence": out.confidence, "exit": exit_, "plan": plan,
-            "worker": worker,
+            "job_accuracy": item.job_accuracy, "worker": worker,
             "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
                         "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
                         "exec_ms": out.exec_ms, "total_ms": total_ms},
