@@ -9,6 +9,14 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = (#KEYS - 2) / 2
 local published = 0
+-- A batch often holds many requests of one job and one reply stream: set each TTL once.
+local ttl_set = {}
+local function touch(key)
+  if not ttl_set[key] then
+    redis.call('EXPIRE', key, ARGV[5])
+    ttl_set[key] = true
+  end
+end
 for i = 1, n do
   local job = KEYS[2 + 2 * i - 1]
   local reply = KEYS[2 + 2 * i]
@@ -16,11 +24,11 @@ for i = 1, n do
   local status = ARGV[6 + 3 * i - 1]
   if redis.call('HSETNX', job, 'd:' .. rid, status) == 1 then
     redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', ARGV[6 + 3 * i])
-    redis.call('EXPIRE', reply, ARGV[5])
+    touch(reply)
     published = published + 1
     redis.call('HINCRBY', job, 'n_' .. status, 1)
     local left = redis.call('HINCRBY', job, 'remaining', -1)
-    redis.call('EXPIRE', job, ARGV[5])
+    touch(job)
     if left == 0 then
       local h = redis.call('HMGET', job, 'app', 'model', 'run', 'n', 'n_completed', 'n_expired',
                            'n_failed', 'n_rejected', 'submitted_ms', 'deadline_ms', 'id')

@@ -72,3 +72,15 @@ def test_finalizer_ends_each_request_once_and_completes_the_job(r: "redis.Redis[
     events = [decode(e.raw) for e in streams.read(r, {k.telemetry: "0"})]
     (done,) = [e for e in events if e.event == "job.completed"]
     assert (done.requests, done.completed, done.expired, done.failed) == (3, 2, 1, 0)
+
+
+def test_finalizer_keeps_the_job_hash_and_reply_stream_for_the_result_ttl(
+    r: "redis.Redis[bytes]", settings: Settings,
+) -> None:
+    k = Keys(settings.namespace)
+    fin = Finalizer(r, settings)
+    fin.register(_job(3), "5-0", 5.0)
+    r.persist(k.job("j"))  # the TTL checked below must come from ending, not from registering
+    assert fin.end([_end("r0", "completed"), _end("r1", "completed")]) == 2
+    for key in (k.job("j"), k.reply("c")):
+        assert 0 < r.ttl(key) <= settings.result_ttl_s
