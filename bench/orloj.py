@@ -1,8 +1,11 @@
 """`adaserve bench orloj`: the ORLOJ paper's finish-rate tables (appendix A), re-run in the simulator.
 
 For each workload (the paper's case IDs) and SLO multiple of the P99 time alone, every policy's
-finish rate next to the paper's value (null where the paper has none: FIFO). One JSON object on
-stdout with ``--json``; a PNG plot of the same numbers; a progress bar on stderr.
+finish rate next to the paper's value (null where the paper has none: FIFO), its ``margin`` over
+the best other policy, and a ``summary`` of where ORLOJ is strictly above every baseline, tied
+(nothing to win when everyone finishes everything) or below, and where it misses the paper's
+ORLOJ. One JSON object on stdout with ``--json``; a PNG plot of the same numbers with the paper's
+values dotted; a progress bar on stderr.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ DEFAULT_PLOT = Path("adaserve-orloj-finish-rate.png")
 
 
 def plot(cells: list[dict[str, object]], loads: dict[str, float], path: Path) -> Path:
-    """Finish rate against SLO, one panel per workload, the paper's ORLOJ dashed."""
+    """Finish rate against SLO, one panel per workload; the paper's values dotted, same colours."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -25,25 +28,29 @@ def plot(cells: list[dict[str, object]], loads: dict[str, float], path: Path) ->
 
     workloads = list(dict.fromkeys(str(c["workload"]) for c in cells))
     policies = list(dict.fromkeys(str(c["policy"]) for c in cells))
+    colours = {p: f"C{i}" for i, p in enumerate(policies)}
     cols = 4
     rows = (len(workloads) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False, sharey=True)
     for ax, w in zip(axes.flat, workloads):
+        mine = [c for c in cells if c["workload"] == w]
         for p in policies:
-            pts = [(float(c["slo"]), float(c["finish_rate"])) for c in cells if c["workload"] == w and c["policy"] == p]  # type: ignore[arg-type]
-            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=p)
-        ref = [(float(c["slo"]), float(c["paper"])) for c in cells  # type: ignore[arg-type]
-               if c["workload"] == w and c["policy"] == "orloj" and c["paper"] is not None]
-        if ref:
-            ax.plot([x for x, _ in ref], [y for _, y in ref], "k--", label="orloj (paper)")
-        ax.set_title(f"{w} (load {loads.get(w, float('nan')):.2f})")
+            pts = [(float(c["slo"]), float(c["finish_rate"])) for c in mine if c["policy"] == p]  # type: ignore[arg-type]
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", color=colours[p], label=p)
+            ref = [(float(c["slo"]), float(c["paper"])) for c in mine  # type: ignore[arg-type]
+                   if c["policy"] == p and c["paper"] is not None]
+            if ref:
+                ax.plot([x for x, _ in ref], [y for _, y in ref], ":", marker=".", color=colours[p], alpha=0.6,
+                        label=f"{p} (paper)")
+        ties = sum(1 for c in mine if c["policy"] == "orloj" and c.get("outcome") == "tie")
+        ax.set_title(f"{w} (load {loads.get(w, float('nan')):.2f}, {ties} tie{'s' if ties != 1 else ''})")
         ax.set_xlabel("SLO (x P99 alone)")
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(workloads):]:
         ax.axis("off")
     axes[0][0].set_ylabel("finish rate")
-    axes[0][0].legend(fontsize=7)
+    axes[0][0].legend(fontsize=6, ncol=2)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -62,6 +69,8 @@ def register(bench_app: typer.Typer) -> None:
         jobs: int = typer.Option(2, min=1, help="Worker processes."),
         arrivals: str = typer.Option("trace", help="Arrival pattern: trace (Azure, scaled), poisson, constant, bursty."),
         workloads: str = typer.Option("", help="Comma-separated case IDs (default: all of the table)."),
+        load: float | None = typer.Option(None, min=0.01, help="Arrival rate / saturation for every workload "
+                                          "(default: the paper's method, one trace at 1 / E[time alone])."),
         policies: str = typer.Option("", help="Comma-separated policies (default: orloj,clipper,nexus,clockwork,fifo)."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG plot."),
     ) -> None:
@@ -70,7 +79,7 @@ def register(bench_app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
-        from adaserve.planner.sim.table import POLICIES, SLOS, WORKLOADS, run_table
+        from adaserve.planner.sim.table import POLICIES, SLOS, WORKLOADS, compare, run_table
 
         wl = [w for w in workloads.split(",") if w] or list(WORKLOADS)
         pols = [p for p in policies.split(",") if p] or list(POLICIES)
@@ -85,14 +94,14 @@ def register(bench_app: typer.Typer) -> None:
 
             try:
                 cells, loads = run_table(wl, SLOS, pols, requests=requests, seeds=seeds, arrivals=arrivals,
-                                         jobs=jobs, progress=tick)
+                                         load=load, jobs=jobs, progress=tick)
             except ValueError as exc:
                 raise typer.BadParameter(str(exc)) from exc
-        rows = [c.as_json() for c in cells]
+        rows, summary = compare(cells)
         png = plot(rows, loads, plot_path)
         err.print(f"plot: {png.resolve()}  ({time.perf_counter() - start:.0f} s)")
         if json_out:
-            typer.echo(json.dumps({"cells": rows, "offered_load": loads}))
+            typer.echo(json.dumps({"cells": rows, "offered_load": loads, "summary": summary}))
             return
         by = {(c.workload, c.slo, c.policy): c for c in cells}
         for w in wl:
@@ -104,3 +113,7 @@ def register(bench_app: typer.Typer) -> None:
                 vals = [by[(w, s, p)] for s in SLOS]
                 table.add_row(p, *(f"{c.finish_rate:.2f}" + (f" ({c.paper:.2f})" if c.paper is not None else "") for c in vals))
             Console().print(table)
+        vb, vp = summary["orloj_vs_baselines"], summary["orloj_vs_paper"]
+        Console().print(f"ORLOJ vs the best baseline from {vb['from_slo']:g}x P99: {vb['above']} above, {vb['tie']} tied "
+                        f"({sum(1 for t in vb['ties'] if t['ceiling'])} at the ceiling: nothing to win), {vb['below']} below; "
+                        f"vs the paper's ORLOJ: {vp['met']}/{vp['cells']} within {vp['within']:g}")

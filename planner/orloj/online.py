@@ -21,9 +21,9 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
-from adaserve.broker.streams import read
+from adaserve.broker.streams import Entry, read
 
-__all__ = ["Rerun", "drain_samples", "enqueue_reruns", "sample_finished", "samples_key"]
+__all__ = ["Rerun", "drain_samples", "enqueue_reruns", "latest_id", "sample_entries", "sample_finished", "samples_key"]
 
 RERUN_FUNC = "adaserve.planner.orloj.rerun_job.rerun"
 SAMPLES_CAP = 10_000
@@ -49,20 +49,10 @@ class Rerun:
     finished_ms: float
 
 
-def sample_finished(r: "redis.Redis[bytes]", settings: Settings, *, cursor: str = "$", rate: float = 0.05,
-                    count: int = 512, block_ms: int | None = None,
-                    rng: random.Random | None = None) -> tuple[str, list[Rerun]]:
-    """Read telemetry after ``cursor``; return the new cursor and the sampled requests."""
-    if not 0.0 <= rate <= 1.0:
-        raise ValueError("rate must be in [0, 1]")
-    rng = rng or random.Random()
-    stream = Keys(settings.namespace).telemetry
-    if cursor == "$":  # start from now: later calls pass the id returned here
-        last = r.xrevrange(stream, count=1)
-        cursor = last[0][0].decode() if last else "0-0"
+def sample_entries(entries: list[Entry], rate: float, rng: random.Random) -> list[Rerun]:
+    """The completed requests of the ``batch.finished`` events in ``entries``, each kept with ``rate``."""
     picked: list[Rerun] = []
-    for e in read(r, {stream: cursor}, count=count, block_ms=block_ms):
-        cursor = e.id
+    for e in entries:
         if e.raw is None:
             continue
         try:
@@ -74,7 +64,27 @@ def sample_finished(r: "redis.Redis[bytes]", settings: Settings, *, cursor: str 
                 if item.status == "completed" and rng.random() < rate:
                     picked.append(Rerun(ev.model, ev.variant, ev.device, ev.pool, ev.batch_id, item.request_id,
                                         item.job_id, item.app, ev.ts))
-    return cursor, picked
+    return picked
+
+
+def latest_id(r: "redis.Redis[bytes]", settings: Settings) -> str:
+    """The id of the newest telemetry entry (``0-0`` for an empty stream): a cursor meaning "from now"."""
+    last = r.xrevrange(Keys(settings.namespace).telemetry, count=1)
+    return last[0][0].decode() if last else "0-0"
+
+
+def sample_finished(r: "redis.Redis[bytes]", settings: Settings, *, cursor: str = "$", rate: float = 0.05,
+                    count: int = 512, block_ms: int | None = None,
+                    rng: random.Random | None = None) -> tuple[str, list[Rerun]]:
+    """Read telemetry after ``cursor``; return the new cursor and the sampled requests."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError("rate must be in [0, 1]")
+    if cursor == "$":  # start from now: later calls pass the id returned here
+        cursor = latest_id(r, settings)
+    entries = read(r, {Keys(settings.namespace).telemetry: cursor}, count=count, block_ms=block_ms)
+    if entries:
+        cursor = entries[-1].id
+    return cursor, sample_entries(entries, rate, rng or random.Random())
 
 
 def enqueue_reruns(r: "redis.Redis[bytes]", settings: Settings, reruns: list[Rerun]) -> list[str]:
@@ -82,13 +92,13 @@ def enqueue_reruns(r: "redis.Redis[bytes]", settings: Settings, reruns: list[Rer
     from rq import Queue
     from rq.serializers import JSONSerializer
 
+    if not reruns:
+        return []
     queue = Queue(Keys(settings.namespace).rq_queue, connection=r, serializer=JSONSerializer)
-    ids = []
-    for rr in reruns:
-        job = queue.enqueue(RERUN_FUNC, kwargs={"namespace": settings.namespace, "data_dir": str(settings.data_dir),
-                                                **asdict(rr)}, result_ttl=600, failure_ttl=3600)
-        ids.append(job.id)
-    return ids
+    datas = [Queue.prepare_data(RERUN_FUNC, kwargs={"namespace": settings.namespace, "data_dir": str(settings.data_dir),
+                                                    **asdict(rr)}, result_ttl=600, failure_ttl=3600) for rr in reruns]
+    # One round trip for all of them: this runs on the planner's loop.
+    return [job.id for job in queue.enqueue_many(datas)]
 
 
 def drain_samples(r: "redis.Redis[bytes]", settings: Settings, model: str, *, limit: int = 1000) -> list[tuple[str, float]]:

@@ -10,6 +10,7 @@ starts from the same profile of the model, as the live planner would.
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -66,10 +67,20 @@ def saturation_rate(workload: Workload, *, workers: int = 1, max_batch: int = 16
 def paper_load(workload: Workload, *, workers: int = 1, max_batch: int = 16) -> float:
     """The load of ORLOJ Sec. 5.2, as a fraction of saturation throughput.
 
-    The paper scales its trace "such that the incoming rate matches the system load". Read here
-    as: the mean arrival rate is what the workers can serve running requests one at a time
-    (``workers / E[time alone]``), so without batching they would be exactly fully loaded; a
-    policy needs batching to absorb the trace's bursts, and more of it the tighter the SLO.
+    Sec. 5.2: one Azure trace, "scaled down such that the incoming rate matches the system load",
+    kept the same across all experiments; the only system figures the paper gives are a request's
+    mean and P99 execution time alone (Table 1). Read here as: the mean arrival rate is what the
+    workers serve running requests one at a time (``workers / E[time alone]``), so without
+    batching they would be exactly fully loaded; a policy needs batching to absorb the trace's
+    bursts, and more of it the tighter the SLO. The synthetic cases all have a 70 ms mean, so they
+    all get the same trace at the same rate, as in the paper; as a fraction of saturation (at the
+    best batch size) that is 0.31 (static) to 0.52.
+
+    The reading is checked, not fitted: at this load our ORLOJ and Clockwork land on the paper's
+    rows for the dynamic cases; at 0.8-1.0 of saturation ORLOJ falls 0.1-0.2 below the paper's
+    at every SLO and so does every policy on the static case, where variance plays no part.
+    Clipper's and Nexus's collapse in the paper (0.01-0.5 on dynamic cases) appears at no load at
+    which ORLOJ matches the paper (the README's ORLOJ section has the sweep).
     """
     return (workers / mean_batch_s(workload, 1)) / saturation_rate(workload, workers=workers, max_batch=max_batch)
 
@@ -111,12 +122,19 @@ def arrival_times(pattern: str, rate: float, n: int, seed: int, trace: str = "co
 
 
 def draw(setup: Setup) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Arrival times, execution times and apps: a function of the setup's workload, load and seed."""
+    """Arrival times, execution times and apps: a function of the setup's workload, load and seed.
+
+    The arrivals depend on the seed and the rate only, so workloads offered the same rate see the
+    same trace (the paper keeps one incoming-rate trace for all its experiments). The execution
+    times are drawn per workload (the seed mixed with the workload's name): two cases with the
+    same distribution, such as ``std-1`` and ``two-modal``, are two independent runs, as they are
+    two separately generated inputs in the paper.
+    """
     w = setup.workload
     load = setup.load if setup.load is not None else paper_load(w, workers=setup.workers, max_batch=setup.max_batch)
     rate = load * saturation_rate(w, workers=setup.workers, max_batch=setup.max_batch)
     times = arrival_times(setup.arrivals, rate, setup.requests, setup.seed, setup.trace)
-    exec_s, which = w.sample(times.size, np.random.default_rng([setup.seed, 1]))
+    exec_s, which = w.sample(times.size, np.random.default_rng([setup.seed, 1, zlib.crc32(w.name.encode())]))
     names = w.app_names
     return times, exec_s, [names[j] for j in which]
 

@@ -6,6 +6,12 @@ or from a measured histogram (``broker.profiles.ExecHistogram``). A batch runs f
 request alone takes ``c0 + c1 * l``; the SLO multiples of the paper refer to the P99 of that
 alone time ("the P99 of minimum execution time", Sec. 5.7).
 
+``std-1`` (Table 2) and ``two-modal`` (Table 3) are one distribution: Sec. 5.3 says the cases of
+Fig. 10 (std 0.5 and 2, Table 2's ``std-0.5`` and ``std-2``) "extend on Figure 8b", the bimodal
+case of Fig. 8 (Table 3's ``two-modal``), "generated with sigma = 1". The paper's two rows differ
+by at most 0.05, as two runs of one workload do; here too they are two runs (the simulator draws
+each case's execution times separately).
+
 The paper gives the shapes (number of peaks, each peak's standard deviation) but not the
 positions; here peaks are spread evenly over 40-100 ms (one peak: 70 ms), each application
 sending one peak's requests (the paper adds peaks "to simulate the effect of multiple

@@ -49,3 +49,12 @@ def test_orloj_beats_every_baseline_on_a_small_workload() -> None:
     setup = Setup(paper_workload("two-modal"), 2.0, requests=1500, seed=0)
     rates = {p: run(setup, p)[0].finish_rate for p in ("orloj", "clipper", "nexus", "clockwork", "fifo")}
     assert all(rates["orloj"] >= rates[p] for p in rates), rates
+
+
+def test_std1_and_two_modal_are_one_distribution_drawn_as_two_runs() -> None:
+    a_w, b_w = paper_workload("std-1"), paper_workload("two-modal")
+    assert (a_w.peaks_ms, a_w.std_ms, a_w.weights) == (b_w.peaks_ms, b_w.std_ms, b_w.weights)
+    a, b = draw(Setup(a_w, 2.0, requests=800, seed=0)), draw(Setup(b_w, 2.0, requests=800, seed=0))
+    assert np.array_equal(a[0], b[0])  # one trace at one rate for every case
+    assert not np.array_equal(a[1], b[1])  # separately generated inputs
+    assert a[1].mean() == pytest.approx(b[1].mean(), abs=0.003)
