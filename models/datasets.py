@@ -29,6 +29,8 @@ FLOOR_DB = 80.0
 TEST_PAIR_SEED = 20240
 AUDIO_MODELS = ("fsdd-cnn", "ee-audio")
 AV_MODELS = ("av-digits",)
+LM_MODELS = ("ee-lm-xs", "ee-lm-s")
+PROMPT_LENGTHS = (8, 32)  # language-model prompts: held-out text of 8 to 32 characters
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,8 @@ def sample_inputs(model: str, n: int, *, seed: int,
     """``n`` real requests for ``model`` (inputs per sample, shapes as in its manifest) and labels.
 
     Samples are drawn without replacement while ``n`` fits in the split. Models without
-    inputs here raise ``ModelNotFound``.
+    inputs here raise ``ModelNotFound``. Language models get prompts from the held-out text
+    (whatever ``split``), each with the character that follows it as its label.
     """
     _check_split(split)
     if model in AUDIO_MODELS:
@@ -147,5 +150,14 @@ def sample_inputs(model: str, n: int, *, seed: int,
 
         images, accepted = sample_photos(n, seed=seed)
         return [{"image": img} for img in images], np.array([a[0] for a in accepted], dtype=np.int64)
+    if model in LM_MODELS:
+        # Held-out prompts of varied lengths (the most recent characters of a longer window);
+        # the label is the character that follows each prompt in the text.
+        from adaserve.models.lm.prompts import sample_prompts
+
+        lo, hi = PROMPT_LENGTHS
+        tokens, following = sample_prompts(n, hi, seed=seed)
+        lengths = np.random.default_rng(seed).integers(lo, hi + 1, size=n)
+        return [{"tokens": t[hi - k:]} for t, k in zip(tokens, lengths)], following
     raise ModelNotFound(f"no sample inputs for model {model!r} (have: "
-                        f"{', '.join(AUDIO_MODELS + AV_MODELS + ('effnet-lite0',))})")
+                        f"{', '.join(AUDIO_MODELS + AV_MODELS + LM_MODELS + ('effnet-lite0',))})")

@@ -3,14 +3,22 @@
 The codec has already enforced the wire schema and the size limits; what remains needs the
 planner's view of the workers (which models exist, their input specs). A request that does not fit
 is rejected here so that it can never fail a batch shared with other producers' requests.
+
+Specs come from worker heartbeats: per input ``{"shape", "dtype"}`` and, for some, limits. A
+dimension <= 0 takes any size from 1 up to ``max_length`` (when given). A language model's
+``tokens`` spec also carries ``context`` (prompt + generated tokens), ``max_new_tokens``,
+``default_new_tokens`` (when a request names none) and ``vocab_size``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.messages import Job
+from adaserve.broker.messages import Job, Request
+from adaserve.broker.tensors import Tensor
 
 
 def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None) -> None:
@@ -29,8 +37,46 @@ def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None
                 raise InvalidMessage(
                     "schema", f"request {req.id}: model {job.model!r} has no input {name!r} (inputs: {', '.join(sorted(inputs))})"
                 )
-            want = tuple(spec.get("shape", ()))
-            if tuple(tensor.shape) != want:
-                raise InvalidMessage("schema", f"request {req.id}: input {name!r} has shape {list(tensor.shape)}, model wants {list(want)}")
-            if spec.get("dtype") and tensor.dtype != spec["dtype"]:
-                raise InvalidMessage("schema", f"request {req.id}: input {name!r} is {tensor.dtype}, model wants {spec['dtype']}")
+            _check_tensor(req.id, name, tensor, spec)
+        tokens = inputs.get("tokens")
+        if tokens is not None and "context" in tokens and "tokens" in req.inputs:
+            _check_generation(job.model, req, tokens)
+
+
+def _check_tensor(rid: str, name: str, tensor: Tensor, spec: dict[str, Any]) -> None:
+    want = tuple(int(d) for d in spec.get("shape", ()))
+    got = tuple(tensor.shape)
+    cap = spec.get("max_length")
+    if len(got) != len(want) or any(w > 0 and g != w for g, w in zip(got, want)):
+        shown = ["any" if w <= 0 else w for w in want]
+        raise InvalidMessage("schema", f"request {rid}: input {name!r} has shape {list(got)}, model wants {shown}")
+    for g, w in zip(got, want):
+        if w <= 0 and (g < 1 or (cap is not None and g > int(cap))):
+            raise InvalidMessage("limit", f"request {rid}: input {name!r} has {g} elements along a free dimension, "
+                                          f"the model takes 1 to {cap if cap is not None else 'any number'}")
+    if spec.get("dtype") and tensor.dtype != spec["dtype"]:
+        raise InvalidMessage("schema", f"request {rid}: input {name!r} is {tensor.dtype}, model wants {spec['dtype']}")
+
+
+def _check_generation(model: str, req: Request, spec: dict[str, Any]) -> None:
+    """A prompt and its generated tokens must fit the model's context; ids its vocabulary."""
+    length = int(np.prod(req.inputs["tokens"].shape))
+    context = int(spec["context"])
+    if req.kind == "forward":
+        new = 1  # next-token prediction
+    else:
+        g = req.generation
+        new = g.max_new_tokens if g is not None and g.max_new_tokens is not None else int(spec.get("default_new_tokens", 1))
+        most = int(spec.get("max_new_tokens", context - 1))
+        if new > most:
+            raise InvalidMessage("limit", f"request {req.id}: max_new_tokens {new} is more than the {most} "
+                                          f"model {model!r} can generate")
+    if length + new > context:
+        raise InvalidMessage("limit", f"request {req.id}: a prompt of {length} tokens plus {new} new tokens exceeds "
+                                      f"the context of {context} tokens of model {model!r}; send at most "
+                                      f"{max(context - new, 0)} prompt tokens (the most recent) or ask for fewer tokens")
+    vocab = spec.get("vocab_size")
+    if vocab is not None:
+        ids = req.inputs["tokens"].to_numpy()
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= int(vocab)):
+            raise InvalidMessage("schema", f"request {req.id}: token ids must lie in 0..{int(vocab) - 1} for model {model!r}")

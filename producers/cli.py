@@ -24,6 +24,9 @@ def produce(
     trace: str = typer.Option("conv", help="Trace replayed by --pattern trace: conv or code."),
     seed: int = typer.Option(0, help="Seed of the arrivals and of the input sample."),
     grace: float = typer.Option(10.0, help="Seconds to wait for stragglers after the last send."),
+    kind: str = typer.Option("auto", help="Request kind: auto (generate for language models), forward or generate."),
+    max_new_tokens: Optional[int] = typer.Option(None, help="Tokens each generation request asks for (default: the model's)."),
+    temperature: float = typer.Option(0.0, help="Sampling temperature of generation requests (0: greedy)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (stderr)."),
 ) -> None:
@@ -34,7 +37,9 @@ def produce(
         settings = load_connected_settings()
         values = dict(model=model, rate=rate, duration_s=duration, requests_per_job=requests_per_job,
                       deadline_ms=deadline_ms, min_accuracy=min_accuracy, app=app, pattern=pattern,
-                      trace=trace, seed=seed, grace_s=grace)
+                      trace=trace, seed=seed, grace_s=grace, kind=kind, temperature=temperature)
+        if max_new_tokens is not None:
+            values["max_new_tokens"] = max_new_tokens
         opts = load_options(**values, **({"run": run} if run else {}))
         summary = run_load(settings, opts, progress=progress)
     except AdaserveError as exc:

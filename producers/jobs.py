@@ -42,9 +42,13 @@ def make_job(
     modality: str = "input",
     reply_to: str = UNSET_REPLY,
     limits: Limits | None = None,
+    kind: str = "forward",
+    generation: Mapping[str, Any] | None = None,
 ) -> Job:
     """A job with one request per element of ``inputs`` (a modality -> array map, or one array
     that becomes the input named ``modality``). Request ids default to ``"0"``, ``"1"``, ...
+    ``kind`` and ``generation`` (``max_new_tokens``, ``temperature``, ``seed``) apply to every
+    request; ``producers.text.generation_job`` builds generation jobs from text.
 
     Raises ``InvalidMessage`` (``LimitExceeded`` for sizes) when the job does not validate.
     """
@@ -56,7 +60,10 @@ def make_job(
         if not isinstance(arrays, Mapping):
             raise InvalidMessage("schema", f"inputs[{i}] is a {type(item).__name__}, not an array or a map of arrays")
         rid = str(i) if request_ids is None else request_ids[i]
-        requests.append({"id": rid, "inputs": {k: _tensor(k, v) for k, v in arrays.items()}})
+        req: dict[str, Any] = {"id": rid, "kind": kind, "inputs": {k: _tensor(k, v) for k, v in arrays.items()}}
+        if generation is not None:
+            req["generation"] = dict(generation)
+        requests.append(req)
     body: dict[str, Any] = {
         "id": job_id or new_id("job"), "app": app, "model": model, "requests": requests,
         "slo": {"deadline_ms": deadline_ms, "min_accuracy": min_accuracy, "objective": objective},

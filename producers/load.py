@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -47,6 +47,10 @@ class LoadOptions(BaseModel):
     trace: str = "conv"
     seed: int = 0
     grace_s: float = Field(10.0, ge=0)
+    # "auto": generation requests for the language models, forward passes for the others.
+    kind: Literal["auto", "forward", "generate"] = "auto"
+    max_new_tokens: int | None = Field(None, ge=1, le=4096)
+    temperature: float = Field(0.0, ge=0.0, le=10.0)
 
     @model_validator(mode="after")
     def _known(self) -> "LoadOptions":
@@ -55,6 +59,19 @@ class LoadOptions(BaseModel):
         if self.trace not in TRACES:
             raise ValueError(f"trace must be one of {', '.join(TRACES)}")
         return self
+
+    @property
+    def request_kind(self) -> str:
+        if self.kind != "auto":
+            return self.kind
+        from adaserve.models.datasets import LM_MODELS
+
+        return "generate" if self.model in LM_MODELS else "forward"
+
+    def generation(self) -> dict[str, Any] | None:
+        if self.request_kind != "generate":
+            return None
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
 
 
 def load_options(**values: Any) -> LoadOptions:
@@ -94,6 +111,7 @@ def run_load(
     collected: list[JobResult] = []
     bar = _Bar(n_jobs) if progress else None
     k = 0  # next input of the pool
+    kind, generation = opts.request_kind, opts.generation()
     t0 = time.monotonic()
     last_done = t0
     with Client(settings, limits=limits, read_block_ms=50) as client, (bar or nullcontext()):
@@ -106,7 +124,7 @@ def run_load(
                     idx = [(k + j) % len(pool) for j in range(opts.requests_per_job)]
                     k += opts.requests_per_job
                     job = make_job(opts.model, [pool[i] for i in idx], opts.deadline_ms, min_accuracy=opts.min_accuracy,
-                                   app=opts.app, run=opts.run, limits=client.limits)
+                                   app=opts.app, run=opts.run, limits=client.limits, kind=kind, generation=generation)
                     if labels is not None and pool_labels is not None:
                         for req, i in zip(job.requests, idx):
                             labels[(job.id, req.id)] = int(pool_labels[i])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import signal
@@ -12,18 +11,14 @@ from types import FrameType
 import typer
 
 
-class PoolName(str, enum.Enum):
-    cpu = "cpu"
-    gpu = "gpu"
-
-
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
     app.command("worker")(worker)
 
 
 def worker(
-    pool: PoolName = typer.Option(PoolName.cpu, "--pool", help="Pool to serve: its batch stream and consumer group."),
+    pool: str = typer.Option("cpu", "--pool", help="Pool to serve: its batch stream and consumer group (cpu, gpu, or any name, e.g. a second CPU pool for split placement)."),
+    device: str = typer.Option("", "--device", help="cpu or gpu (default: gpu for pools named gpu*, else cpu)."),
     slots: int = typer.Option(2, "--slots", min=1, help="Batches held at once (one running, the rest prefetched)."),
     models: str = typer.Option("", "--models", help="Comma-separated models to preload and advertise (default: every built model)."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per model session (0: the runtime's default)."),
@@ -59,7 +54,7 @@ def worker(
     try:
         settings = load_settings()
         config = WorkerConfig(
-            pool=pool.value, slots=slots, threads=threads or None, name=name or None,
+            pool=pool, device=device or None, slots=slots, threads=threads or None, name=name or None,
             models=tuple(m.strip() for m in models.split(",") if m.strip()) or None,
         )
         w = Worker(settings, config)

@@ -1,7 +1,8 @@
 """One batch through its runner: requests stacked along axis 0, one outcome per request.
 
-Nothing here touches Redis; ``results`` turns an outcome into wire results and the event.
-Every failure (unknown model, a load error, inputs that do not fit, an exception in the runtime)
+Nothing here touches Redis; ``results`` turns an outcome into wire results and the event, and
+``forward`` hands a split model's intermediate tensors on. Language models take their own path
+(``generate``): prompts of any length share one padded batch. Every failure (unknown model, a load error, inputs that do not fit, an exception in the runtime)
 becomes a ``failed`` outcome with a reason for the requests it concerns, never an exception.
 """
 
@@ -16,6 +17,7 @@ import numpy as np
 from adaserve.broker.errors import InvalidMessage, ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch
 from adaserve.workers.clock import ServerClock
+from adaserve.workers.generate import Prompt, is_generator, pack, prompt_of
 from adaserve.workers.inputs import InputError, Signature, gather, signature, specs_of, targets
 from adaserve.workers.runners import RunnerCache
 from adaserve.workers.runtime.base import RunOutput, Runner
@@ -55,6 +57,9 @@ class BatchOutcome:
     started_ms: float
     finished_ms: float
     exec_ms: float  # wall time inside the runner, all groups together
+    # The part that runs next when this batch ran a non-last part of a split model; the
+    # completed items then carry outputs["intermediate"] for ``forward``.
+    next_variant: str | None = None
 
     @property
     def failed(self) -> list[int]:
@@ -84,6 +89,15 @@ class Executor:
             now = self._clock.now_ms()
             return BatchOutcome(batch.plan.variant, [ItemOutcome("failed", f"{code}: {exc}") for _ in range(n)],
                                 now, now, 0.0)
+        if is_generator(runner):
+            return self._generate(batch, runner)
+        nxt = getattr(runner, "next", None)
+        if nxt is not None and not batch.plan.placement.next_pool:
+            now = self._clock.now_ms()
+            why = (f"bad_plan: {batch.model}/{getattr(runner, 'variant', batch.plan.variant)} is a part of a "
+                   f"split model and the plan names no pool for its next part {nxt!r}")
+            return BatchOutcome(batch.plan.variant, [ItemOutcome("failed", why) for _ in range(n)], now, now, 0.0)
+        keep = frozenset({"intermediate"}) if nxt is not None else frozenset()
         items: list[ItemOutcome | None] = [None] * n
         names = tuple(runner.inputs)
         specs = specs_of(runner)
@@ -103,18 +117,40 @@ class Executor:
                     items[i] = ItemOutcome("failed", f"bad_input: {exc}")
                 continue
             arrays = gather([batch.items[i].inputs for i in idx], sig, target)
-            exec_s += self._run_group(runner, arrays, idx, items)
+            exec_s += self._run_group(runner, arrays, idx, items, keep)
+        finished = self._clock.now_ms()
+        done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
+        return BatchOutcome(getattr(runner, "variant", batch.plan.variant), done, started, finished, exec_s * 1000.0,
+                            next_variant=nxt)
+
+    def _generate(self, batch: Batch, runner: Runner) -> BatchOutcome:
+        """All prompts of the batch in one padded run; a prompt that does not fit fails alone."""
+        items: list[ItemOutcome | None] = [None] * len(batch.items)
+        prompts: list[Prompt] = []
+        idx: list[int] = []
+        for i, item in enumerate(batch.items):
+            try:
+                prompts.append(prompt_of(item, runner))
+                idx.append(i)
+            except InputError as exc:
+                items[i] = ItemOutcome("failed", f"bad_input: {exc}")
+        started = self._clock.now_ms()
+        exec_s = 0.0
+        if prompts:
+            exec_s = self._run_group(runner, pack(prompts, int(getattr(runner, "pad_id", -1))), idx, items,
+                                     prompts=prompts)
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
         return BatchOutcome(getattr(runner, "variant", batch.plan.variant), done, started, finished, exec_s * 1000.0)
 
     def _run_group(self, runner: Runner, arrays: dict[str, np.ndarray], idx: list[int],
-                   items: list[ItemOutcome | None]) -> float:
+                   items: list[ItemOutcome | None], keep: frozenset[str] = frozenset(),
+                   prompts: list[Prompt] | None = None) -> float:
         t0 = time.perf_counter()
         try:
             out = runner.run(arrays)
             dt = time.perf_counter() - t0
-            split = self._split(out, len(idx), dt)
+            split = self._split(out, len(idx), dt, keep) if prompts is None else _generated(out, prompts, dt)
         except Exception as exc:  # noqa: BLE001 - the worker must survive whatever the runtime raises
             dt = time.perf_counter() - t0
             name = type(exc).__name__
@@ -127,7 +163,7 @@ class Executor:
             items[i] = outcome
         return dt
 
-    def _split(self, out: RunOutput, n: int, dt: float) -> list[ItemOutcome]:
+    def _split(self, out: RunOutput, n: int, dt: float, keep: frozenset[str] = frozenset()) -> list[ItemOutcome]:
         cols: dict[str, list[Any]] = {}
         for label, arr in (("predictions", out.predictions), ("confidences", out.confidences),
                            ("exits", out.exits), ("request_exec_s", out.request_exec_s)):
@@ -136,8 +172,9 @@ class Executor:
             cols[label] = [None] * n if arr is None else np.asarray(arr).tolist()  # Python scalars, in C
         preds, confs, exits = cols["predictions"], cols["confidences"], cols["exits"]
         exec_ms = [dt * 1000.0] * n if out.request_exec_s is None else [s * 1000.0 for s in cols["request_exec_s"]]
+        # ``keep``: outputs that go on to the next part of a split model, not to a reply stream.
         rows = {k: _rows(v) for k, v in out.outputs.items()
-                if v.ndim >= 1 and v.shape[0] == n and v[0].size <= self._max_out}
+                if v.ndim >= 1 and v.shape[0] == n and (v[0].size <= self._max_out or k in keep)}
         return [ItemOutcome("completed", prediction=None if preds[j] is None else int(preds[j]),
                             confidence=None if confs[j] is None else float(confs[j]),
                             exit=None if exits[j] is None else int(exits[j]),
@@ -152,3 +189,23 @@ def _rows(a: np.ndarray) -> list[WireRow]:
     step = len(blob) // len(a) if len(a) else 0
     name, shape = str(a.dtype), list(a.shape[1:])
     return [WireRow(name, shape, blob[j * step:(j + 1) * step]) for j in range(len(a))]
+
+
+def _generated(out: RunOutput, prompts: list[Prompt], dt: float) -> list[ItemOutcome]:
+    """Per request: its own generated tokens and their confidences (no padding), the mean
+    confidence, the exit depth; a forward request's one token is also its ``prediction``."""
+    ids, conf = out.outputs["tokens"], out.outputs["confidence"]
+    if len(ids) != len(prompts):
+        raise RuntimeError(f"runner returned {len(ids)} generations for {len(prompts)} prompts")
+    means = out.confidences if out.confidences is not None else np.full(len(prompts), np.nan)
+    exits = out.exits.tolist() if out.exits is not None else [None] * len(prompts)
+    res = []
+    for j, p in enumerate(prompts):
+        tok, cf = _rows(ids[j:j + 1, :p.new])[0], _rows(conf[j:j + 1, :p.new].astype(np.float32))[0]
+        first = int(ids[j, 0]) if p.new else None
+        res.append(ItemOutcome(
+            "completed", prediction=first if p.forward else None,
+            confidence=None if np.isnan(means[j]) else float(means[j]),
+            exit=None if exits[j] is None else int(exits[j]), outputs={"tokens": tok, "confidence": cf},
+            exec_ms=dt * 1000.0))
+    return res

@@ -20,11 +20,12 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, RequestTiming
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Batch, Result
-from adaserve.broker.settings import Settings
+from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.streams import Entry, ack, dead_letter
 from adaserve.workers.clock import ServerClock
 from adaserve.workers.execute import BatchOutcome
 from adaserve.broker.finalize import Ending, Finalizer, Packed
+from adaserve.workers.forward import Forwarder
 from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, finished
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ _RETRY_S = (0.1, 0.5, 2.0)
 
 class Publisher:
     def __init__(self, r: "redis.Redis[bytes]", settings: Settings, *, worker: str, pool: str,
-                 device: str, clock: ServerClock) -> None:
+                 device: str, clock: ServerClock, limits: Limits | None = None) -> None:
         self._r = r
         self._s = settings
         self._keys = Keys(settings.namespace)
@@ -42,9 +43,18 @@ class Publisher:
         self._worker, self._pool, self._device = worker, pool, device
         self._clock = clock
         self.group = pool
+        self._forwarder = Forwarder(r, settings, self._fin, limits=limits or Limits(), worker=worker, pool=pool,
+                                    device=device)
 
     def finish(self, entry: Entry, batch: Batch, outcome: BatchOutcome, deliveries: int = 1) -> int:
-        """Publish the batch's results; returns how many were new (0 for a duplicate)."""
+        """Publish the batch's results; returns how many were new (0 for a duplicate). After a
+        non-last part of a split model the requests go on to the next pool instead (``forward``)."""
+        if outcome.next_variant is not None and len(outcome.failed) < len(outcome.items):
+            if outcome.failed:
+                code, detail = outcome.failure_summary()
+                self._dead(entry, code, detail, batch.id, deliveries)
+            self._forwarder.forward(entry, batch, outcome, retry=self._retry)
+            return 0
         packed, event = finished(batch, outcome, worker=self._worker, pool=self._pool, device=self._device)
         if outcome.failed:
             code, detail = outcome.failure_summary()

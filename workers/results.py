@@ -34,7 +34,11 @@ def finished(
         ok = out.status == "completed"
         started = outcome.started_ms if ok else fin
         sub = item.submitted_ms
-        queue_ms = started - sub if started > sub else 0.0
+        # A request forwarded from an earlier part of a split model already ran for prior_ms:
+        # its exec time is the whole model's, and that time is not queueing.
+        prior = item.prior_exec_ms
+        queue_ms = started - sub - prior if started > sub + prior else 0.0
+        exec_ms = out.exec_ms + prior
         total_ms = fin - sub if fin > sub else 0.0
         exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
         result = {
@@ -45,11 +49,11 @@ def finished(
             "job_accuracy": item.job_accuracy, "worker": worker,
             "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
                         "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
-                        "exec_ms": out.exec_ms, "total_ms": total_ms},
+                        "exec_ms": exec_ms, "total_ms": total_ms},
         }
         packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, packb(result)))
         timings.append({"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
-                        "status": out.status, "queue_ms": queue_ms, "exec_ms": out.exec_ms,
+                        "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
                         "total_ms": total_ms, "exit": exit_, "confidence": out.confidence})
     event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
              "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,

@@ -73,12 +73,15 @@ class RunnerCache:
         return sorted({m for m, _ in self._snapshot()})
 
     def inputs(self) -> dict[str, dict[str, dict[str, object]]]:
-        """model -> input name -> {"shape", "dtype"} per request, from the loaded runners' specs,
-        for the heartbeat: planners reject requests that do not fit before they share a batch."""
+        """model -> input name -> {"shape", "dtype", ...} per request, from the loaded runners'
+        specs, for the heartbeat: planners reject requests that do not fit before they share a
+        batch. A dimension <= 0 takes any size (up to ``max_length``, when given)."""
         out: dict[str, dict[str, dict[str, object]]] = {}
         for (model, _), runner in sorted(self._snapshot().items()):
+            # A runner may add limits of its own to a spec (a language model's context, say).
+            extra = getattr(runner, "input_limits", None) or {}
             for name, (shape, dtype) in (specs_of(runner) or {}).items():
-                out.setdefault(model, {}).setdefault(name, {"shape": list(shape), "dtype": dtype})
+                out.setdefault(model, {}).setdefault(name, {"shape": list(shape), "dtype": dtype, **extra.get(name, {})})
         return out
 
     def variants(self) -> list[tuple[str, str]]:

@@ -100,7 +100,7 @@ class Worker:
         assert self.runners is not None and self._heartbeat is not None
         executor = Executor(self.runners, self.clock, max_output_elements=self.config.max_output_elements)
         publisher = Publisher(self._r, self.settings, worker=self.id, pool=self.pool, device=self.device,
-                              clock=self.clock)
+                              clock=self.clock, limits=self._limits)
         reclaimer = Reclaimer(self._r, self.settings, pool=self.pool, worker=self.id)
         todo: queue.Queue[Work | None] = queue.Queue()
         done: queue.Queue[Work | None] = queue.Queue()
@@ -116,7 +116,13 @@ class Worker:
         drain.start()
         try:
             while True:
-                work = todo.get()
+                try:
+                    # Never block for good: CPython runs a signal handler only between bytecodes,
+                    # so a SIGTERM landing just as this thread enters the wait would otherwise
+                    # sit unhandled until the next batch (seen: an idle worker ignoring SIGTERM).
+                    work = todo.get(timeout=0.25)
+                except queue.Empty:
+                    continue
                 if work is None:
                     break
                 if work.batch is not None and work.reject is None:

@@ -86,3 +86,19 @@ def test_effnet_samples_are_real_photos_with_imagenet_labels() -> None:
     assert len(inputs) == 6 and inputs[0]["image"].shape == (3, 224, 224)
     assert inputs[0]["image"].dtype == np.float32 and labels.dtype == np.int64
     assert all(0 <= int(v) < 1000 for v in labels)
+
+
+def test_language_models_get_held_out_prompts_of_varied_length() -> None:
+    from adaserve.models.lm.corpus import load_corpus
+
+    inputs, labels = datasets.sample_inputs("ee-lm-xs", 50, seed=3)
+    lengths = [x["tokens"].size for x in inputs]
+    lo, hi = datasets.PROMPT_LENGTHS
+    assert min(lengths) >= lo and max(lengths) <= hi and len(set(lengths)) > 5
+    assert all(x["tokens"].dtype == np.int64 and x["tokens"].ndim == 1 for x in inputs)
+    val = load_corpus().val
+    text = val.tobytes()
+    for x, nxt in zip(inputs[:10], labels[:10]):  # each prompt is held-out text, its label what follows
+        assert np.append(x["tokens"], nxt).astype(val.dtype).tobytes() in text
+    again, _ = datasets.sample_inputs("ee-lm-xs", 50, seed=3)
+    assert all((a["tokens"] == b["tokens"]).all() for a, b in zip(inputs, again))

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from adaserve.broker import InvalidMessage, Job, Request, Slo, Tensor
+from adaserve.broker.messages import Generation
 from adaserve.planner.validate import check_job
 
 SPEC = {"audio": {"shape": [1, 4], "dtype": "float32"}}
@@ -30,3 +31,43 @@ def test_misfits_are_rejected_with_a_reason(job: Job, known: bool, reason: str) 
     with pytest.raises(InvalidMessage) as exc:
         check_job(job, known=known, inputs=SPEC)
     assert exc.value.reason == reason and exc.value.detail
+
+
+LM = {"tokens": {"shape": [-1], "dtype": "int64", "max_length": 63, "context": 64, "max_new_tokens": 63,
+                 "default_new_tokens": 16, "vocab_size": 65}}
+
+
+def _prompt(n: int, kind: str = "generate", max_new: int | None = None, ids: np.ndarray | None = None) -> Job:
+    tokens = ids if ids is not None else np.ones(n, np.int64)
+    gen = None if kind == "forward" else Generation(max_new_tokens=max_new)
+    return Job(id="j", model="lm", reply_to="c", slo=Slo(deadline_ms=100),
+               requests=[Request(id="r", kind=kind, inputs={"tokens": Tensor.from_numpy(tokens)}, generation=gen)])
+
+
+@pytest.mark.parametrize("job", [
+    _prompt(1), _prompt(48), _prompt(40, max_new=24), _prompt(63, max_new=1), _prompt(63, kind="forward"),
+    _prompt(1, max_new=63),
+])
+def test_prompts_of_any_length_within_the_context_pass(job: Job) -> None:
+    check_job(job, known=True, inputs=LM)
+
+
+@pytest.mark.parametrize(("job", "reason", "says"), [
+    (_prompt(64, max_new=1), "limit", "takes 1 to 63"),
+    (_prompt(0), "limit", "takes 1 to 63"),
+    (_prompt(49), "limit", "49 tokens plus 16 new tokens exceeds the context of 64"),  # the default budget
+    (_prompt(40, max_new=25), "limit", "40 tokens plus 25 new tokens"),
+    (_prompt(3, max_new=64), "limit", "max_new_tokens 64 is more than the 63"),
+    (_prompt(2, ids=np.array([3, 65])), "schema", "token ids must lie in 0..64"),
+    (_prompt(2, ids=np.array([-1, 3])), "schema", "token ids must lie in 0..64"),
+    (_prompt(2, ids=np.array([[1, 2]])), "schema", "model wants ['any']"),
+    (_prompt(2, ids=np.array([1, 2], np.int32)), "schema", "model wants int64"),
+])
+def test_prompts_that_do_not_fit_are_rejected_with_a_reason(job: Job, reason: str, says: str) -> None:
+    with pytest.raises(InvalidMessage) as exc:
+        check_job(job, known=True, inputs=LM)
+    assert exc.value.reason == reason and says in exc.value.detail, exc.value.detail
+
+
+def test_a_free_dimension_without_a_cap_takes_any_size() -> None:
+    check_job(_job(np.zeros((1, 300), np.float32)), known=True, inputs={"audio": {"shape": [1, 0], "dtype": "float32"}})

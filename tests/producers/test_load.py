@@ -64,3 +64,14 @@ def test_bad_options_are_config_errors() -> None:
         load_options(pattern="bursty")
     with pytest.raises(ConfigError, match="rate"):
         load_options(rate=0)
+
+
+def test_language_models_get_generation_requests_by_default() -> None:
+    assert load_options(model="ee-lm-xs").request_kind == "generate"
+    assert load_options(model="fsdd-cnn").request_kind == "forward"
+    assert load_options(model="ee-lm-s", kind="forward").generation() is None
+    assert load_options(model="ee-lm-s", max_new_tokens=8, temperature=0.5).generation() == \
+        {"max_new_tokens": 8, "temperature": 0.5}
+    with pytest.raises(ConfigError, match="kind"):
+        load_options(kind="chat")
+

@@ -47,3 +47,20 @@ def test_job_result_conveniences() -> None:
     assert j.ok and j.deadline_met and j.latency_ms == 90 and j.on_time == 2 and j.predictions == [1, 2]
     late = job("j", res("j", "0", "completed", 10, 1), res("j", "1", "completed", 90, 2), deadline=50)
     assert late.ok and not late.deadline_met and late.on_time == 1
+
+
+def test_generated_tokens_are_counted_for_generation_runs() -> None:
+    import numpy as np
+
+    from adaserve.broker import Tensor
+
+    def gen(rid: str, n: int) -> Result:
+        return res("j", rid, "completed", 10).model_copy(
+            update={"outputs": {"tokens": Tensor.from_numpy(np.zeros(n, np.int64))}})
+
+    s = summarize([job("j", gen("0", 16), gen("1", 4))], run="r", model="lm", pattern="constant", jobs=1,
+                  submitted=2, duration_s=1.0, elapsed_s=2.0, deadline_ms=100)
+    assert s.generated_tokens == 20 and s.tokens_per_s == pytest.approx(10.0)
+    plain = summarize([job("j", res("j", "0", "completed", 10, 3))], run="r", model="m", pattern="constant",
+                      jobs=1, submitted=1, duration_s=1.0, elapsed_s=1.0, deadline_ms=100)
+    assert plain.generated_tokens is None and plain.tokens_per_s is None

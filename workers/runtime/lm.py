@@ -4,16 +4,21 @@ Input contract (one batch, stacked along axis 0):
 
 * ``tokens``: int64 [B, P], character ids of the prompts, **right-aligned** (the last column is
   every prompt's last character) and **left-padded** with ``pad_id`` (-1, from the variant's
-  ``extra``). Prompts longer than ``block_size - max_new_tokens`` keep their most recent tokens.
+  ``extra``). A prompt longer than ``block_size - its max_new_tokens`` keeps its most recent tokens.
 * ``max_new_tokens`` (optional): int64 [B] or [B, 1], tokens to generate per request; default the
   variant's ``extra["max_new_tokens"]``. The batch generates up to its largest value.
+* ``temperature`` (optional): float [B], 0 = greedy; ``seed`` (optional): int [B], the seed of
+  each sampling row's generator (see ``sampling``).
 
-Generation is greedy and in lockstep: every token of every request leaves at the loaded depth, so
-there is no per-token synchronisation (as in HELIOS). Outputs:
+Generation is in lockstep: every token of every request leaves at the loaded depth, so there is
+no per-token synchronisation (as in HELIOS). Positions count each prompt's real tokens only, so a
+request's only budget is its own ``prompt + max_new_tokens <= block_size``, whatever its batch-mates
+ask for. Outputs:
 
 * ``outputs["tokens"]``: int64 [B, N] generated ids, ``pad_id`` after a request's own count;
-* ``outputs["confidence"]``: float32 [B, N], the top-1 softmax probability of each generated token,
-  NaN where padded. A planner counts confidence breaches (tokens below its threshold) from these;
+* ``outputs["confidence"]``: float32 [B, N], the model's softmax probability of each generated
+  token (the top-1 probability when greedy), NaN where padded. A planner counts confidence
+  breaches (tokens below its threshold) from these;
 * ``confidences``: float32 [B], the mean per-token confidence of each request;
 * ``exits``: int64 [B], the depth every token left at; ``request_exec_s``: the batch time.
 """
@@ -28,8 +33,9 @@ import torch
 
 from adaserve.broker.errors import InvalidMessage, ModelLoadError
 from adaserve.models.lm.weights import load_depth
-from adaserve.models.manifest import ModelInfo, VariantInfo
+from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
 from adaserve.workers.runtime.base import RunOutput
+from adaserve.workers.runtime.sampling import Samplers
 
 DEFAULT_MAX_NEW = 16
 
@@ -63,6 +69,16 @@ class LmRunner:
         net, self.loaded_files = load_depth(Path(model_dir), self.depth)
         self.net = net.to(self._dev)
         self.block_size = self.net.config.block_size
+        self.vocab_size = self.net.config.vocab_size
+        # A prompt is any number of tokens (the manifest's length is only what samples use).
+        self.specs = {"tokens": InputSpec(shape=(-1,), dtype="int64")}
+
+    @property
+    def input_limits(self) -> dict[str, dict[str, int]]:
+        """What the planner checks a prompt against before it can share a batch (heartbeat)."""
+        return {"tokens": {"max_length": self.block_size - 1, "context": self.block_size,
+                           "max_new_tokens": self.block_size - 1, "default_new_tokens": self.max_new_tokens,
+                           "vocab_size": self.vocab_size, "pad_id": self.pad_id}}
 
     @property
     def parameters(self) -> int:
@@ -82,9 +98,13 @@ class LmRunner:
                                            f"{tokens.dtype} {tokens.shape}")
         b = tokens.shape[0]
         wanted = self._wanted(inputs.get("max_new_tokens"), b)
+        temperature = self._per_row(inputs.get("temperature"), b, "temperature", np.float64)
+        if temperature is not None and (~np.isfinite(temperature) | (temperature < 0)).any():
+            raise InvalidMessage("schema", "'temperature' must be finite and >= 0")
+        seeds = self._per_row(inputs.get("seed"), b, "seed", np.uint64)
         n = int(wanted.max()) if b else 0
         t0 = time.perf_counter()
-        ids, conf = self.generate(tokens, n)
+        ids, conf = self.generate(tokens, n, wanted=wanted, temperature=temperature, seeds=seeds)
         elapsed = time.perf_counter() - t0
         keep = np.arange(n)[None, :] < wanted[:, None]
         ids = np.where(keep, ids, self.pad_id)
@@ -105,35 +125,59 @@ class LmRunner:
                                            f"0..{self.block_size - 1}")
         return wanted
 
+    @staticmethod
+    def _per_row(raw: np.ndarray | None, b: int, name: str, dtype: type) -> np.ndarray | None:
+        if raw is None:
+            return None
+        a = np.asarray(raw).reshape(-1)
+        if a.size != b:
+            raise InvalidMessage("schema", f"'{name}' must hold {b} values, got {a.size}")
+        return a.astype(dtype)
+
     @torch.no_grad()
-    def generate(self, tokens: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Greedy ids and their confidences, both [B, n], for right-aligned padded prompts."""
+    def generate(self, tokens: np.ndarray, n: int, *, wanted: np.ndarray | None = None,
+                 temperature: np.ndarray | None = None, seeds: np.ndarray | None = None,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Generated ids and their confidences, both [B, n], for right-aligned padded prompts.
+
+        ``wanted`` [B] is each row's own count (default ``n`` for every row): a row's prompt is cut
+        to its last ``block_size - wanted`` tokens, and after its count it runs on at a clamped
+        position whose output is discarded, so a long prompt fits beside a long generation.
+        """
         b = tokens.shape[0]
         if n == 0 or b == 0:
             return np.zeros((b, n), np.int64), np.zeros((b, n), np.float32)
         if n > self.block_size - 1:
             raise InvalidMessage("schema", f"at most {self.block_size - 1} new tokens fit this model, "
                                            f"asked for {n}")
-        tokens = tokens[:, -(self.block_size - n):]
+        wanted = np.full(b, n, np.int64) if wanted is None else np.minimum(wanted, n)
+        tokens = _fit(np.asarray(tokens, np.int64), self.block_size - np.maximum(wanted, 1), self.pad_id)
         valid_np = tokens != self.pad_id
         if not valid_np[:, -1].all():
             raise InvalidMessage("schema", "every prompt needs at least one token, right-aligned "
                                            "(its last column may not be padding)")
-        if ((tokens < 0) & valid_np).any() or (tokens >= self.net.config.vocab_size).any():
-            raise InvalidMessage("schema", f"token ids must lie in 0..{self.net.config.vocab_size - 1} "
+        if ((tokens < 0) & valid_np).any() or (tokens >= self.vocab_size).any():
+            raise InvalidMessage("schema", f"token ids must lie in 0..{self.vocab_size - 1} "
                                            "(or be padding)")
+        sampler = Samplers.maybe(temperature, seeds, b)
         idx = torch.from_numpy(np.where(valid_np, tokens, 0).astype(np.int64)).to(self._dev)
         valid = torch.from_numpy(valid_np).to(self._dev)
         logits, cache, pos = self.net.prefill(idx, valid)
+        last = torch.full_like(pos, self.block_size - 1)
         out_ids, out_conf = [], []
         for step in range(n):
             probs = torch.softmax(logits.float(), dim=-1)
             conf, nxt = probs.max(dim=-1)
+            if sampler is not None:
+                nxt = sampler.choose(logits, nxt)
+                conf = probs.gather(1, nxt[:, None])[:, 0]
             out_ids.append(nxt)
             out_conf.append(conf)
             if step + 1 == n:
                 break
-            pos = pos + 1
+            # Rows past their own count keep running (lockstep) at the last position; only rows
+            # still within prompt + wanted <= block_size produce tokens that are kept.
+            pos = torch.minimum(pos + 1, last)
             valid = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool, device=self._dev)], dim=1)
             logits, cache = self.net.step(nxt, pos, valid, cache)
         return (torch.stack(out_ids, 1).cpu().numpy().astype(np.int64),
@@ -152,3 +196,15 @@ class LmRunner:
             logp = torch.log_softmax(self.net.train_logits(xb)[-1].float(), dim=-1)
             nll += float(-logp.gather(-1, yb[..., None]).sum())
         return float(np.exp(nll / x.size)), int(x.size)
+
+
+def _fit(tokens: np.ndarray, room: np.ndarray, pad_id: int) -> np.ndarray:
+    """Each row cut to its last ``room[i]`` columns (older tokens become padding), then the
+    columns that are padding in every row dropped."""
+    width = tokens.shape[1]
+    cut = np.arange(width)[None, :] < (width - room)[:, None]
+    if cut.any():
+        tokens = np.where(cut, pad_id, tokens)
+    real = (tokens != pad_id).any(axis=0)
+    first = int(np.argmax(real)) if real.any() else width - 1
+    return tokens[:, first:]

@@ -121,3 +121,31 @@ def test_perplexity_of_a_sequence(model_dir: Path) -> None:
     r = _runner(model_dir, 3)
     ppl, n = r.perplexity(np.arange(200) % len(CHARS))
     assert n == (199 // 32) * 32 and ppl > 1.0
+
+
+def test_a_long_prompt_and_a_long_generation_share_a_batch(model_dir: Path) -> None:
+    r = _runner(model_dir, 2)  # block_size 32: 28 + 4 and 2 + 29 both fit, 28 + 29 would not
+    rng = np.random.default_rng(1)
+    long, short = rng.integers(0, len(CHARS), 28), rng.integers(0, len(CHARS), 2)
+    out = r.run({"tokens": pad_prompts([long, short], 28), "max_new_tokens": np.array([4, 29])})
+    ids = out.outputs["tokens"]
+    assert ids[0, :4].tolist() == _reference_greedy(r, long, 4)
+    assert ids[1].tolist() == _reference_greedy(r, short, 29)
+
+
+def test_sampling_depends_on_the_request_seed_only(model_dir: Path) -> None:
+    r = _runner(model_dir, 1)
+    rng = np.random.default_rng(2)
+    p, q = rng.integers(0, len(CHARS), 6), rng.integers(0, len(CHARS), 3)
+
+    def sample(prompts: list[np.ndarray], temps: list[float], seeds: list[int]) -> np.ndarray:
+        return r.run({"tokens": pad_prompts(prompts, 6), "max_new_tokens": np.full(len(prompts), 12),
+                      "temperature": np.array(temps), "seed": np.array(seeds)}).outputs["tokens"]
+
+    alone = sample([p], [50.0], [5])[0]
+    beside = sample([q, p], [0.0, 50.0], [9, 5])
+    assert alone.tolist() == beside[1].tolist()  # same seed, same tokens, whatever the batch-mates
+    assert beside[0].tolist() == _reference_greedy(r, q, 12)  # temperature 0 stays greedy
+    assert sample([p], [50.0], [6])[0].tolist() != alone.tolist()
+    with pytest.raises(InvalidMessage, match="temperature"):
+        sample([p], [-1.0], [5])
