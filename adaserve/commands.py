@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -21,15 +21,23 @@ def up(
     gpu: bool | None = typer.Option(None, "--gpu/--no-gpu", help="Start a GPU worker (default: when a GPU is visible)."),
     policy: str = typer.Option("orloj", help="Planner policy: orloj, edf, fifo, clipper, nexus, clockwork."),
     slots: int = typer.Option(2, min=1, help="Batches each worker accepts at once."),
+    split: Optional[list[str]] = typer.Option(None, "--split", help="Planner split placement MODEL=FIRST:SECOND, e.g. effnet-lite0=gpu:cpu (repeatable)."),
+    modality: str = typer.Option("optimized", help="MOSEL modality policy for av-digits: optimized, random, aggressive, none."),
 ) -> None:
     """Start the pipeline (embedded server unless ADASERVE_REDIS_URL is set) until Ctrl-C or SIGTERM."""
-    from adaserve.broker import load_settings
+    from adaserve.broker import ConfigError, load_settings
+    from adaserve.planner.placement import parse_splits
     from adaserve.runtime import stop_on_signals
     from adaserve.stack import Stack
 
+    try:
+        parse_splits(tuple(split or ()))
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--split") from None
     settings = load_settings()
     stop = stop_on_signals()
-    stack = Stack(settings, cpu_workers=workers, gpu_worker=gpu, policy=policy, slots=slots)
+    stack = Stack(settings, cpu_workers=workers, gpu_worker=gpu, policy=policy, slots=slots, split=tuple(split or ()),
+                  modality=modality)
     with stack:
         _announce(stack)
         stack.wait_ready()
@@ -58,6 +66,7 @@ def demo(
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="CPU workers."),
     policy: str = typer.Option("orloj", help="Planner policy, or a comma-separated list to compare (same arrivals and inputs)."),
     seed: int = typer.Option(0, help="Seed of the arrivals and of the inputs drawn."),
+    modality: str = typer.Option("optimized", help="MOSEL modality policy for av-digits: optimized, random, aggressive, none."),
 ) -> None:
     """Start the pipeline, drive real held-out jobs through it, and report (last line: JSON)."""
     from adaserve.broker import ConfigError
@@ -73,7 +82,7 @@ def demo(
                             deadline_ms=deadline_ms, pattern=pattern, seed=seed)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
-    reports = [_demo_run(opts.model_copy(update={"run": f"{opts.run}-{p}"}), p, workers) for p in policies]
+    reports = [_demo_run(opts.model_copy(update={"run": f"{opts.run}-{p}"}), p, workers, modality) for p in policies]
     report = {**reports[0]}
     if len(reports) > 1:
         keys = ("finish_rate", "completed", "expired", "p50_ms", "p99_ms", "throughput_rps", "accuracy")
@@ -83,14 +92,14 @@ def demo(
     print(json.dumps(report))
 
 
-def _demo_run(opts: "LoadOptions", policy: str, workers: int) -> dict[str, object]:
+def _demo_run(opts: "LoadOptions", policy: str, workers: int, modality: str = "optimized") -> dict[str, object]:
     """One fresh pipeline with ``policy``, the load, and the producer's and telemetry's counts."""
     from adaserve.broker import connect, load_settings
     from adaserve.producers import run_load
     from adaserve.stack import Stack
     from adaserve.telemetry import TelemetryReader, aggregate
 
-    stack = Stack(load_settings(), cpu_workers=workers, policy=policy)
+    stack = Stack(load_settings(), cpu_workers=workers, policy=policy, modality=modality)
     with stack:
         _announce(stack)
         t0 = time.monotonic()

@@ -27,12 +27,14 @@ log = logging.getLogger("adaserve.stack")
 class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
                  policy: str = "orloj", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
-                 log_dir: Path | None = None) -> None:
+                 log_dir: Path | None = None, split: tuple[str, ...] = (), modality: str = "optimized") -> None:
         if cpu_workers < 0:
             raise ValueError("cpu_workers must be >= 0")
         self.settings = settings
         self.cpu_workers, self.policy, self.slots, self.max_batch = cpu_workers, policy, slots, max_batch
         self.worker_threads = worker_threads
+        self.split = tuple(split)  # planner --split options, e.g. ("effnet-lite0=gpu:cpu",)
+        self.modality = modality  # planner --modality: MOSEL's policy for models with modality subsets
         self.gpu_worker = gpu_worker
         self.log_dir = log_dir or settings.data_dir / "logs"
         self.server: EmbeddedServer | None = None
@@ -49,7 +51,11 @@ class Stack:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,
                "ADASERVE_NAMESPACE": self.settings.namespace, "ADASERVE_DATA_DIR": str(self.settings.data_dir)}
-        self._spawn("planner", ["planner", "--policy", self.policy, "--max-batch", str(self.max_batch)], env)
+        planner = ["planner", "--policy", self.policy, "--max-batch", str(self.max_batch)]
+        for spec in self.split:
+            planner += ["--split", spec]
+        planner += ["--modality", self.modality]
+        self._spawn("planner", planner, env)
         worker = ["worker", "--pool", "cpu", "--slots", str(self.slots)]
         if self.worker_threads:
             worker += ["--threads", str(self.worker_threads)]

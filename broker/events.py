@@ -139,11 +139,20 @@ class WorkerStopped(_Ev):
 
 
 class PlannerReplanned(_Ev):
+    """MOSEL's monitor changed a queued job's modality mix. ``before``/``after`` are mixes like
+    ``audio+image:12,image:4`` (``after`` is ``expired`` when no mix can meet the deadline);
+    ``reason`` is ``cheaper``, ``richer`` or ``expire``; ``part`` numbers the piece of a job
+    larger than the strategy matrix (each piece is planned on its own)."""
+
     event: Literal["planner.replanned"] = "planner.replanned"
     job_id: str
     before: str
     after: str
     reason: str = ""
+    model: str = ""
+    part: int | None = None
+    before_accuracy: float | None = None
+    after_accuracy: float | None = None
 
 
 class ModelSwitched(_Ev):

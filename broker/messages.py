@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from adaserve.broker.tensors import Tensor, limits_of
 
@@ -46,10 +46,17 @@ class Slo(_Wire):
 
 
 class Generation(_Wire):
-    """Parameters of a token-generation request (``kind == "generate"``)."""
+    """Parameters of a token-generation request (``kind == "generate"``).
 
-    max_new_tokens: int = Field(32, ge=1, le=4096)
+    ``max_new_tokens`` None means the model's default. ``temperature`` 0 is greedy; above 0
+    tokens are sampled from the softmax at that temperature with a generator seeded by ``seed``
+    (default: derived from the job and request ids, so that a redelivered batch generates the
+    same text).
+    """
+
+    max_new_tokens: int | None = Field(None, ge=1, le=4096)
     temperature: float = Field(0.0, ge=0.0, le=10.0)
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
 
 
 class Request(_Wire):
@@ -69,6 +76,13 @@ class Request(_Wire):
         if len(v) > cap:
             raise ValueError(f"{len(v)} inputs exceed the limit of {cap} modalities")
         return v
+
+    @model_validator(mode="after")
+    def _kind(self) -> "Request":
+        # Generation parameters on a forward request are a producer's mistake, not something to ignore.
+        if self.kind == "forward" and self.generation is not None:
+            raise ValueError("'generation' is set but kind is 'forward'; use kind 'generate'")
+        return self
 
 
 class Job(_Wire):
@@ -99,9 +113,14 @@ class Job(_Wire):
 
 
 class Placement(_Wire):
+    """Where a batch runs. For a split model, ``part`` is the part this batch runs (1-based),
+    ``next_pool`` where the worker forwards the intermediate tensor, and ``prev_pool`` (on a
+    forwarded batch) where the previous part ran."""
+
     pool: str = "cpu"
     part: int | None = None
     next_pool: str | None = None
+    prev_pool: str | None = None
 
 
 class Plan(_Wire):
@@ -128,6 +147,9 @@ class BatchItem(_Wire):
     # The job's effective accuracy as planned (the mean of its requests' planned accuracies),
     # when the planner chose it; echoed into the result.
     job_accuracy: float | None = None
+    # Execution time this request already spent in earlier parts of a split model (forwarded
+    # batches only), so that its result reports the whole model's execution time.
+    prior_exec_ms: float = 0.0
 
 
 class Batch(_Wire):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from adaserve.planner.sim import cli as sim_cli
@@ -11,16 +13,28 @@ def planner(
     policy: str = typer.Option("orloj", help="Batching policy: orloj, edf, fifo, clipper, nexus, clockwork."),
     max_batch: int = typer.Option(32, min=1, max=1024, help="Largest batch the planner forms."),
     name: str = typer.Option("", help="Consumer name in the planners group (default: host-pid)."),
+    split: Optional[list[str]] = typer.Option(
+        None, "--split", help="MODEL=FIRST:SECOND: batches of MODEL sent to pool FIRST run its part 1 there and "
+                              "part 2 on pool SECOND (e.g. effnet-lite0=gpu:cpu). Repeatable."),
+    modality: str = typer.Option(
+        "optimized", envvar="ADASERVE_MODALITY_POLICY",
+        help="MOSEL modality selection for models with modality subsets (av-digits): optimized, random, "
+             "aggressive or none."),
     log_level: str = typer.Option("INFO", help="Logging level."),
 ) -> None:
     """Run the planner: read jobs, plan and batch them, dispatch to worker pools."""
-    from adaserve.broker import load_settings
+    from adaserve.broker import AdaserveError, load_settings
     from adaserve.planner.service import Planner, PlannerConfig
-    from adaserve.runtime import setup_logging, stop_on_signals
+    from adaserve.runtime import cli_error, setup_logging, stop_on_signals
 
+    try:
+        config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
+                               modality=modality)
+    except AdaserveError as exc:
+        raise cli_error(exc) from None
     setup_logging(log_level)
     stop = stop_on_signals()
-    Planner(load_settings(), PlannerConfig(policy=policy, max_batch=max_batch, name=name)).run(stop)
+    Planner(load_settings(), config).run(stop)
 
 
 def register(app: typer.Typer) -> None:

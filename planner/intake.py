@@ -7,7 +7,7 @@ when an entry is redelivered (another planner died holding it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
 
@@ -26,8 +26,13 @@ Admitted = tuple[Entry, Job, set[str]]
 
 
 class Intake:
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, limits: Limits, fin: Finalizer) -> None:
+    """``check`` is the planner's own say on a job that passed validation (MOSEL: can its accuracy
+    floor be reached); it raises ``InvalidMessage`` to reject, like the validation before it."""
+
+    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, limits: Limits, fin: Finalizer, *,
+                 check: Callable[[Job], None] | None = None) -> None:
         self.r, self.settings, self.limits, self.fin = r, settings, limits, fin
+        self.check = check
         self.keys = Keys(settings.namespace)
 
     def admit(self, entries: Sequence[Entry], pools: Pools, pipe: "redis.client.Pipeline[bytes]",
@@ -39,6 +44,8 @@ class Intake:
                     raise InvalidMessage("undecodable", "entry has no 'm' field or was deleted")
                 job = decode(e.raw, self.limits, expect=Job)
                 check_job(job, known=pools.known(job.model), inputs=pools.inputs.get(job.model))
+                if self.check is not None:
+                    self.check(job)
                 valid.append((e, job))
             except InvalidMessage as exc:
                 self._reject(pipe, e, exc, now_ms)

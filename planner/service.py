@@ -31,6 +31,8 @@ from adaserve.broker.settings import Limits, Settings
 from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
 from adaserve.planner.intake import Intake
+from adaserve.planner.orloj.feed import OnlineFeedback
+from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.pools import Pools
 from adaserve.planner.state import Ewma, HeldJob, Inflight
 
@@ -44,18 +46,35 @@ class PlannerConfig:
     max_batch: int = 32
     read_count: int = 256
     name: str = ""
+    # Operator-chosen split placements, "model=first_pool:second_pool" (see planner/placement.py).
+    split: tuple[str, ...] = ()
+    # MOSEL's policy for models whose profile has modality subsets (planner/mosel/live.py).
+    modality: str = "optimized"
+
+    def __post_init__(self) -> None:
+        parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error
+        from adaserve.planner.mosel.selector import POLICIES as MODALITY_POLICIES
+
+        if self.modality not in MODALITY_POLICIES:
+            raise ConfigError(f"unknown modality policy {self.modality!r}; choose one of {', '.join(MODALITY_POLICIES)}")
 
     def consumer(self) -> str:
         return self.name or f"planner-{socket.gethostname()}-{os.getpid()}"
 
 
-def default_factory(policy: str) -> SchedulerFactory:
-    from adaserve.planner.policies import POLICIES, make_scheduler
+def default_factory(policy: str, modality: str = "optimized", settings: Settings | None = None) -> SchedulerFactory:
+    """Schedulers by model: MOSEL (``modality`` policy) for a model whose profile has modality
+    subsets (the stored one, else a profile file, see ``serving_profile``), ``policy`` otherwise."""
+    from adaserve.planner.policies import POLICIES, make_modality_scheduler, make_scheduler
 
     if policy not in POLICIES:
         raise ConfigError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
 
     def make(model: str, profile: Profile | None) -> Scheduler:
+        if settings is not None:
+            sched = make_modality_scheduler(model, profile, modality, settings)
+            if sched is not None:
+                return sched
         return make_scheduler(policy, model=model, profile=profile)
 
     return make
@@ -69,9 +88,9 @@ class Planner:
         self.keys = Keys(settings.namespace)
         self.r = connect(settings, block_ms=max(settings.block_ms, 500))
         self.fin = Finalizer(self.r, settings)
-        self.intake = Intake(self.r, settings, self.limits, self.fin)
+        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job)
         self.consumer = self.config.consumer()
-        self.factory = factory or default_factory(self.config.policy)
+        self.factory = factory or default_factory(self.config.policy, self.config.modality, settings)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
         self.pools = Pools(settings.worker_ttl_s)
@@ -81,7 +100,10 @@ class Planner:
         self._tele_last = "0-0"
         self._next_clock = self._next_touch = 0.0
         self._known_groups: set[str] = set()
+        self._stalled = False
         self._pipe = self.r.pipeline(transaction=False)
+        # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
+        self.feedback = OnlineFeedback(self.r, settings)
 
     # -- clock -------------------------------------------------------------------------------
     def now_ms(self) -> float:
@@ -110,9 +132,19 @@ class Planner:
 
     def run(self, stop: threading.Event) -> None:
         self.start()
-        log.info("planner %s up (policy %s)", self.consumer, self.config.policy)
-        while not stop.is_set():
-            self.step()
+        log.info("planner %s up (policy %s, modality %s)", self.consumer, self.config.policy, self.config.modality)
+        try:
+            while not stop.is_set():
+                self.step()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop what schedulers run beside the loop (MOSEL's monitor thread)."""
+        for sched in self.scheds.values():
+            close = getattr(sched, "close", None)
+            if close is not None:
+                close()
 
     def step(self) -> None:
         self.pools.refresh(self.now_ms())
@@ -124,11 +156,15 @@ class Planner:
             self._read_telemetry(block_ms=20)
             self._read_ingress(block_ms=None)
         else:
-            self._read_ingress(block_ms=None if self._pending() else self.settings.block_ms)
+            # Pending work that no scheduler released last time (MOSEL's jobs wait for their first
+            # monitor pass) is worth a short wait on ingress instead of a busy loop.
+            idle = self.settings.block_ms if not self._pending() else (2 if self._stalled else None)
+            self._read_ingress(block_ms=idle)
             self._read_telemetry(block_ms=None)
+        self._stalled = False
         if self._pending():
             self._refresh_inflight()
-            self._dispatch()
+            self._stalled = not self._dispatch()
         self._scheduler_events()
         self._housekeeping()
         self._pipe.execute()
@@ -162,6 +198,12 @@ class Planner:
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
                     requests=len(job.requests), deadline_ms=job.slo.deadline_ms)
 
+    def _check_job(self, job: Job) -> None:
+        """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable)."""
+        check = getattr(self._sched(job.model), "check_job", None)
+        if check is not None:
+            check(job)
+
     def _sched(self, model: str) -> Scheduler:
         s = self.scheds.get(model)
         if s is None:
@@ -193,8 +235,13 @@ class Planner:
             self.wait.setdefault(ev.pool, Ewma()).add(max(ev.ts - ev.exec_ms - sent[1], 0.0))
         sched = self.scheds.get(ev.model)
         if sched is not None:
-            sched.observe(Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
-                                   tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool))
+            fb = Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
+                          tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool)
+            by_variant = getattr(sched, "observe_variant", None)  # MOSEL's profile is per subset
+            if by_variant is not None:
+                by_variant(ev.variant, fb)
+            else:
+                sched.observe(fb)
 
     # -- dispatch ------------------------------------------------------------------------------
     def _refresh_inflight(self) -> None:
@@ -216,8 +263,10 @@ class Planner:
                     lag = g.get("lag")
                     v.inflight = int(g.get("pending", 0)) + int(lag if lag is not None else 0)
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> bool:
+        """Send batches while pools have free slots; True when at least one went out."""
         now_ms = self.now_ms()
+        sent = False
         for model, sched in self.scheds.items():
             ahead = self._ahead_ms(model)
             self._expire(sched.expire((now_ms + ahead) / 1000.0), now_ms)
@@ -237,14 +286,16 @@ class Planner:
                 if decision.batch:
                     self._send(model, pool.name, decision, now_ms)
                     pool.inflight += 1
-                    progress = True
+                    progress = sent = True
+        return sent
 
     def _ahead_ms(self, model: str) -> float:
         waits = [self.wait[p.name].value for p in self.pools.serving(model) if p.name in self.wait]
         return min(waits) if waits else 0.0
 
     def _plan(self, model: str, pool: str, decision: Decision) -> Plan:
-        return Plan(modalities=decision.modalities, variant=decision.variant, placement=Placement(pool=pool))
+        serving = {v.name for v in self.pools.serving(model)}
+        return place(model, pool, decision, parse_splits(tuple(self.config.split)), serving)
 
     def _send(self, model: str, pool: str, decision: Decision, now_ms: float) -> None:
         items, predicted_s = decision.batch, decision.predicted_s
@@ -290,6 +341,7 @@ class Planner:
 
     # -- housekeeping --------------------------------------------------------------------------
     def _housekeeping(self) -> None:
+        self.feedback.tick(self.scheds)  # a clock read, except once every few seconds
         t = time.time()
         if t >= self._next_clock:
             self._sync_clock()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 COLORS = {"optimized": "tab:blue", "random": "tab:orange", "aggressive": "tab:green", "none": "tab:red"}
 
@@ -15,15 +16,16 @@ def plot_fig5(report: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     curves: dict[str, list[dict]] = report["curves"]
-    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+    live = report.get("live")
+    fig, ax = plt.subplots(3 if live else 2, 2, figsize=(11, 12 if live else 8))
     for policy, pts in curves.items():
         x = [p["offered_jobs_s"] for p in pts]
         kw = {"color": COLORS.get(policy), "marker": "o", "label": policy}
         ax[0, 0].plot(x, [p["slo_violation_ratio"] for p in pts], **kw)
         ax[0, 1].plot(x, [p["throughput_jobs_s"] for p in pts], **kw)
     ax[0, 0].axhline(report["target_violation"], color="grey", ls="--", lw=1)
-    ax[0, 0].set(xlabel="offered load (jobs/s)", ylabel="SLO violation ratio", title="SLO violations")
-    ax[0, 1].set(xlabel="offered load (jobs/s)", ylabel="jobs/s within deadline", title="Throughput")
+    ax[0, 0].set(xlabel="offered load (jobs/s)", ylabel="SLO violation ratio", title="SLO violations (simulator)")
+    ax[0, 1].set(xlabel="offered load (jobs/s)", ylabel="jobs/s within deadline", title="Throughput (simulator)")
     ax[0, 0].legend()
 
     names, data = [], []
@@ -55,6 +57,8 @@ def plot_fig5(report: dict, path: Path) -> Path:
     ax[1, 1].set(xlabel="latency profile error (%)", ylabel="jobs/s within deadline (solid)")
     twin.set_ylabel("mean effective accuracy (dotted)")
     ax[1, 1].legend(loc="lower right")
+    if live:
+        _live_panels(ax[2, 0], ax[2, 1], live, report["target_violation"])
     src = report["profile"]["source"]
     fig.suptitle(f"MOSEL on {report['profile']['model']} ({'SYNTHETIC profile' if report['profile']['synthetic'] else src})")
     fig.tight_layout()
@@ -62,3 +66,18 @@ def plot_fig5(report: dict, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _live_panels(viol: Any, thr: Any, live: dict, target: float) -> None:
+    """The live pipeline: violations and throughput vs offered load, per policy."""
+    for policy, pts in live["runs"].items():
+        x = [p["offered_jobs_s"] for p in pts]
+        kw = {"color": COLORS.get(policy), "marker": "s", "label": policy}
+        viol.plot(x, [p["slo_violation_ratio"] for p in pts], **kw)
+        thr.plot(x, [p["throughput_jobs_s"] for p in pts], **kw)
+    viol.axhline(target, color="grey", ls="--", lw=1)
+    cfg = live["config"]
+    what = f"live pipeline, deadline {cfg['deadline_ms']:g} ms"
+    viol.set(xlabel="offered load (jobs/s)", ylabel="SLO violation ratio", title=f"SLO violations ({what})")
+    thr.set(xlabel="offered load (jobs/s)", ylabel="jobs/s within deadline", title=f"Throughput ({what})")
+    viol.legend()

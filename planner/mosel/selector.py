@@ -114,12 +114,17 @@ class ModalitySelector:
 
     # -- the monitor side ----------------------------------------------------------------------
 
-    def replan(self, state: QueueState, now: float) -> list[Change]:
-        """Re-select strategies for the queued jobs; return the changes that were applied."""
+    def replan(self, state: QueueState, now: float, *, admit_new: bool = True) -> list[Change]:
+        """Re-select strategies for the queued jobs; return the changes that were applied.
+
+        With ``admit_new`` a listed job not queued here is admitted first; without it (the live
+        monitor, whose snapshot may list a job released meanwhile) such a job is left out.
+        """
         t_start = time.perf_counter()
-        for job in state.jobs:
-            if job.job_id not in self._assign:
-                self.admit(job)
+        if admit_new:
+            for job in state.jobs:
+                if job.job_id not in self._assign:
+                    self.admit(job)
         ids = dict.fromkeys(j.job_id for j in state.jobs)  # a job listed twice is one job
         with self._lock:
             jobs = sorted((self._jobs[i] for i in ids if i in self._jobs), key=lambda j: j.order)

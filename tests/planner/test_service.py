@@ -142,3 +142,20 @@ def test_infeasible_deadlines_expire_and_accounting_adds_up(
     done = [e for e in (decode(x.raw) for x in streams.read(r, {k.telemetry: "0"}, count=10_000)) if e.event == "job.completed"]
     totals = {d.job_id: (d.requests, d.completed, d.expired) for d in done}
     assert totals == {"late": (3, 0, 3), "fine": (3, 3, 0)}
+
+
+def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subsets(settings: Settings) -> None:
+    from adaserve.broker.errors import ConfigError
+    from adaserve.planner.mosel.live import MoselScheduler
+    from adaserve.planner.service import default_factory
+
+    with pytest.raises(ConfigError, match="modality"):
+        PlannerConfig(modality="fastest")
+    make = default_factory("edf", "aggressive", settings)
+    av = make("av-digits", None)  # the profile shipped with adaserve
+    try:
+        assert isinstance(av, MoselScheduler) and av.policy == "aggressive"
+    finally:
+        av.close()
+    assert make("m", None).name != "mosel"
+    assert default_factory("edf")("av-digits", None).name != "mosel"  # no settings: no profile lookup

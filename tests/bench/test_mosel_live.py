@@ -1,0 +1,42 @@
+"""The live MOSEL bench's pure parts: the job mix and the figures from results."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adaserve.bench.mosel_live import LiveConfig, LiveJob, figures, plan_jobs
+from adaserve.broker.messages import Plan, Result, Timings
+from adaserve.producers.results import JobResult
+
+
+def test_the_job_mix_is_reproducible_and_within_bounds() -> None:
+    cfg = LiveConfig(seconds=4.0)
+    a = plan_jobs(cfg, 50.0, (0.67, 0.96), 512, None)
+    assert a == plan_jobs(cfg, 50.0, (0.67, 0.96), 512, None) and len(a) == 200
+    assert all(1 <= j.size <= 32 and len(j.picks) == j.size and 0.67 <= j.floor <= 0.96 for j in a)
+    assert a[0].offset_s == 0.0 and all(x.offset_s <= y.offset_s for x, y in zip(a, a[1:]))
+    assert 10 < np.mean([j.size for j in a]) < 22
+
+
+def _result(jid: str, k: int, variant: str, acc: float | None, pred: int, total_ms: float) -> Result:
+    return Result(job_id=jid, request_id=str(k), status="completed", prediction=pred, job_accuracy=acc,
+                  plan=Plan(variant=variant, modalities=tuple(variant.split("+"))),
+                  timings=Timings(submitted_ms=0.0, finished_ms=total_ms, total_ms=total_ms))
+
+
+def _job(jid: str, results: list[Result]) -> JobResult:
+    return JobResult(jid, "default", "av-digits", "", 100.0, 0.0, tuple(results))
+
+
+def test_figures_count_floor_violations_subsets_and_measured_accuracy() -> None:
+    labels = np.array([1, 2, 3, 4])
+    by_id = {"ok": LiveJob(0.0, 2, 0.8, (0, 1)), "low": LiveJob(0.0, 2, 0.9, (2, 3))}
+    results = [
+        _job("ok", [_result("ok", 0, "audio+image", 0.85, 1, 10.0), _result("ok", 1, "image", 0.85, 2, 12.0)]),
+        _job("low", [_result("low", 0, "image", 0.67, 0, 150.0), _result("low", 1, "image", 0.67, 4, 150.0)]),
+    ]
+    f = figures(results, by_id, labels, span_s=2.0)
+    assert f["floor_violations"] == 1 and f["deadline_met"] == 1 and f["slo_violation_ratio"] == 0.5
+    assert f["requests_by_subset"] == {"audio+image": 1, "image": 3}
+    assert f["measured_accuracy"] == 0.75 and f["jobs_measured_below_floor"] == 1
+    assert f["throughput_jobs_s"] == 0.5 and f["accuracy"]["min"] == 0.67
