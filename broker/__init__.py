@@ -1,5 +1,6 @@
 """The wire contract and the Redis transport every adaserve part imports."""
 
+from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import decode, encode, peek, unpack, validate
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import (
@@ -21,6 +22,6 @@ __all__ = [
     "AdaserveError", "BuildError", "ConfigError", "EmbeddedServerError", "InvalidMessage", "JobTimeout",
     "LimitExceeded", "ModelNotFound", "ServerUnsupported",
     "Batch", "BatchItem", "Ending", "Packed", "Event", "Finalizer", "Generation", "Job", "Keys", "Limits",
-    "Placement", "Plan", "Request", "Result", "ServerInfo", "Settings", "Slo", "Tensor", "Timings",
+    "Placement", "Plan", "Request", "Result", "ServerClock", "ServerInfo", "Settings", "Slo", "Tensor", "Timings",
     "connect", "decode", "encode", "load_connected_settings", "load_limits", "load_settings", "peek", "probe", "unpack", "validate",
 ]

@@ -108,6 +108,11 @@ class BatchFinished(_Ev):
     size: int
     exec_ms: float
     items: list[RequestTiming]
+    # Split models: the part this batch ran, and (for a part that was not the last) the pool its
+    # requests went on to and how many; its ``items`` are then only the requests that ended here.
+    part: int | None = None
+    next_pool: str | None = None
+    forwarded: int = 0
 
 
 class BatchDeadLettered(_Ev):

@@ -24,7 +24,8 @@ def planner(
 ) -> None:
     """Run the planner: read jobs, plan and batch them, dispatch to worker pools."""
     from adaserve.broker import AdaserveError, load_settings
-    from adaserve.planner.service import Planner, PlannerConfig
+    from adaserve.planner.config import PlannerConfig
+    from adaserve.planner.service import Planner
     from adaserve.runtime import cli_error, setup_logging, stop_on_signals
 
     try:

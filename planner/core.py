@@ -57,6 +57,7 @@ class Feedback:
     apps: tuple[str, ...] = ()
     request_exec_s: tuple[float, ...] = ()
     pool: str = "cpu"
+    variant: str = "default"  # as the worker resolved it (a manifest name, never "default")
 
 
 @runtime_checkable

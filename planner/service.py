@@ -10,74 +10,31 @@ because only a finished batch can free a slot; when nothing waits it blocks on i
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-
 
 from adaserve.broker import streams
+from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import decode
 from adaserve.broker.connection import connect
-from adaserve.broker.errors import ConfigError, InvalidMessage
+from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
-from adaserve.broker.messages import Job, Placement, Plan
+from adaserve.broker.messages import Job, Plan
 from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Limits, Settings
 from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
+from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
 from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.pools import Pools
 from adaserve.planner.state import Ewma, HeldJob, Inflight
 
+__all__ = ["Planner"]
 log = logging.getLogger("adaserve.planner")
-SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
-
-
-@dataclass(frozen=True)
-class PlannerConfig:
-    policy: str = "orloj"
-    max_batch: int = 32
-    read_count: int = 256
-    name: str = ""
-    # Operator-chosen split placements, "model=first_pool:second_pool" (see planner/placement.py).
-    split: tuple[str, ...] = ()
-    # MOSEL's policy for models whose profile has modality subsets (planner/mosel/live.py).
-    modality: str = "optimized"
-
-    def __post_init__(self) -> None:
-        parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error
-        from adaserve.planner.mosel.selector import POLICIES as MODALITY_POLICIES
-
-        if self.modality not in MODALITY_POLICIES:
-            raise ConfigError(f"unknown modality policy {self.modality!r}; choose one of {', '.join(MODALITY_POLICIES)}")
-
-    def consumer(self) -> str:
-        return self.name or f"planner-{socket.gethostname()}-{os.getpid()}"
-
-
-def default_factory(policy: str, modality: str = "optimized", settings: Settings | None = None) -> SchedulerFactory:
-    """Schedulers by model: MOSEL (``modality`` policy) for a model whose profile has modality
-    subsets (the stored one, else a profile file, see ``serving_profile``), ``policy`` otherwise."""
-    from adaserve.planner.policies import POLICIES, make_modality_scheduler, make_scheduler
-
-    if policy not in POLICIES:
-        raise ConfigError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-
-    def make(model: str, profile: Profile | None) -> Scheduler:
-        if settings is not None:
-            sched = make_modality_scheduler(model, profile, modality, settings)
-            if sched is not None:
-                return sched
-        return make_scheduler(policy, model=model, profile=profile)
-
-    return make
 
 
 class Planner:
@@ -90,13 +47,14 @@ class Planner:
         self.fin = Finalizer(self.r, settings)
         self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job)
         self.consumer = self.config.consumer()
+        self._splits = parse_splits(tuple(self.config.split))
         self.factory = factory or default_factory(self.config.policy, self.config.modality, settings)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
         self.pools = Pools(settings.worker_ttl_s)
         self.inflight = Inflight()
         self.wait = {}  # type: dict[str, Ewma]
-        self._offset_ms = 0.0
+        self.clock = ServerClock()
         self._tele_last = "0-0"
         self._next_clock = self._next_touch = 0.0
         self._known_groups: set[str] = set()
@@ -107,15 +65,12 @@ class Planner:
 
     # -- clock -------------------------------------------------------------------------------
     def now_ms(self) -> float:
-        return time.time() * 1000.0 + self._offset_ms
+        return self.clock.now_ms()
 
     def _sync_clock(self) -> None:
         # Deadlines are in server time (the ingress entry id); align the local clock to it.
-        t0 = time.time()
-        sec, usec = self.r.time()
-        t1 = time.time()
-        self._offset_ms = (sec * 1000.0 + usec / 1000.0) - (t0 + t1) * 500.0
-        self._next_clock = t1 + 30.0
+        self.clock.sync(self.r)
+        self._next_clock = time.time() + 30.0
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -234,14 +189,11 @@ class Planner:
         if sent is not None:
             self.wait.setdefault(ev.pool, Ewma()).add(max(ev.ts - ev.exec_ms - sent[1], 0.0))
         sched = self.scheds.get(ev.model)
-        if sched is not None:
-            fb = Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
-                          tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool)
-            by_variant = getattr(sched, "observe_variant", None)  # MOSEL's profile is per subset
-            if by_variant is not None:
-                by_variant(ev.variant, fb)
-            else:
-                sched.observe(fb)
+        # One part of a split model is not the batch latency the policy models; the planner keeps
+        # learning from whole runs (per-part models belong to placement).
+        if sched is not None and ev.part is None:
+            sched.observe(Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
+                                   tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool, ev.variant))
 
     # -- dispatch ------------------------------------------------------------------------------
     def _refresh_inflight(self) -> None:
@@ -295,7 +247,7 @@ class Planner:
 
     def _plan(self, model: str, pool: str, decision: Decision) -> Plan:
         serving = {v.name for v in self.pools.serving(model)}
-        return place(model, pool, decision, parse_splits(tuple(self.config.split)), serving)
+        return place(model, pool, decision, self._splits, serving)
 
     def _send(self, model: str, pool: str, decision: Decision, now_ms: float) -> None:
         items, predicted_s = decision.batch, decision.predicted_s

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import redis
 
-from adaserve.broker import Keys, Settings, connect, decode, load_settings
-from adaserve.broker import streams
+from adaserve.broker import Keys, connect, load_settings
 from adaserve.models.datasets import sample_inputs
 from adaserve.producers import Client, make_job
 from adaserve.stack import Stack

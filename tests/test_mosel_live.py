@@ -23,7 +23,8 @@ from adaserve.broker.profiles import Profile
 from adaserve.models.datasets import sample_inputs
 from adaserve.planner.mosel.matrix import StrategyMatrix, matrix_path
 from adaserve.planner.mosel.store import SHIPPED_DIR
-from adaserve.planner.service import Planner, PlannerConfig
+from adaserve.planner.config import PlannerConfig
+from adaserve.planner.service import Planner
 from adaserve.producers import Client, make_job
 from adaserve.workers import Worker, WorkerConfig
 

@@ -4,7 +4,6 @@
 ``adaserve worker`` command runs the same class. Model runtimes live in ``adaserve.workers.runtime``.
 """
 
-from adaserve.workers.clock import ServerClock
 from adaserve.workers.config import WorkerConfig
 from adaserve.workers.execute import BatchOutcome, Executor, ItemOutcome, WireRow
 from adaserve.workers.gpu import GpuMonitor
@@ -16,6 +15,6 @@ from adaserve.workers.service import Worker
 
 __all__ = [
     "BatchOutcome", "Claimed", "Executor", "GpuMonitor", "Heartbeat", "ItemOutcome", "Loader",
-    "Publisher", "Reclaimer", "RunnerCache", "ServerClock", "WireRow",
+    "Publisher", "Reclaimer", "RunnerCache", "WireRow",
     "Worker", "WorkerConfig",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 
 from adaserve.broker.errors import InvalidMessage, ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch
-from adaserve.workers.clock import ServerClock
+from adaserve.broker.clock import ServerClock
 from adaserve.workers.generate import Prompt, is_generator, pack, prompt_of
 from adaserve.workers.inputs import InputError, Signature, gather, signature, specs_of, targets
 from adaserve.workers.runners import RunnerCache

@@ -131,5 +131,6 @@ class Forwarder:
             "v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": self._pool,
             "worker": self._worker, "model": batch.model, "variant": outcome.variant, "device": self._device,
             "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,
-            "next_pool": batch.plan.placement.next_pool, "forwarded": forwarded,
+            "part": batch.plan.placement.part, "next_pool": batch.plan.placement.next_pool,
+            "forwarded": forwarded,
         }, use_bin_type=True)

@@ -19,7 +19,7 @@ from adaserve.broker.connection import connect
 from adaserve.broker.events import WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
-from adaserve.workers.clock import ServerClock
+from adaserve.broker.clock import ServerClock
 from adaserve.workers.gpu import GpuMonitor
 from adaserve.workers.slots import Slots
 

@@ -15,7 +15,7 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.messages import Batch
 from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.streams import Entry, deliveries, ensure_group, read_group
-from adaserve.workers.clock import ServerClock
+from adaserve.broker.clock import ServerClock
 from adaserve.workers.execute import BatchOutcome
 from adaserve.workers.publish import Publisher
 from adaserve.workers.reclaim import Reclaimer

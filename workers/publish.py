@@ -22,7 +22,7 @@ from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Batch, Result
 from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.streams import Entry, ack, dead_letter
-from adaserve.workers.clock import ServerClock
+from adaserve.broker.clock import ServerClock
 from adaserve.workers.execute import BatchOutcome
 from adaserve.broker.finalize import Ending, Finalizer, Packed
 from adaserve.workers.forward import Forwarder

@@ -57,7 +57,8 @@ def finished(
                         "total_ms": total_ms, "exit": exit_, "confidence": out.confidence})
     event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
              "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
-             "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings}
+             "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,
+             "part": batch.plan.placement.part}
     return packed, packb(event)
 
 

@@ -21,7 +21,7 @@ from adaserve.broker.keys import Keys
 from adaserve.broker.probe import probe
 from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.streams import ensure_group
-from adaserve.workers.clock import ServerClock
+from adaserve.broker.clock import ServerClock
 from adaserve.workers.config import WorkerConfig
 from adaserve.workers.execute import Executor
 from adaserve.workers.gpu import GpuMonitor

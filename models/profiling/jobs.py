@@ -9,7 +9,6 @@ job's ``meta["progress"]`` as ``{"done", "total", "stage"}`` for ``adaserve prof
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import redis

@@ -16,7 +16,8 @@ from adaserve.broker import (
 )
 from adaserve.broker import streams
 from adaserve.broker.events import BatchFinished, RequestTiming, WorkerHeartbeat
-from adaserve.planner.service import Planner, PlannerConfig
+from adaserve.planner.config import PlannerConfig
+from adaserve.planner.service import Planner
 
 SPEC = {"m": {"x": {"shape": [2], "dtype": "float32"}}}
 
@@ -147,7 +148,7 @@ def test_infeasible_deadlines_expire_and_accounting_adds_up(
 def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subsets(settings: Settings) -> None:
     from adaserve.broker.errors import ConfigError
     from adaserve.planner.mosel.live import MoselScheduler
-    from adaserve.planner.service import default_factory
+    from adaserve.planner.config import default_factory
 
     with pytest.raises(ConfigError, match="modality"):
         PlannerConfig(modality="fastest")

@@ -14,7 +14,8 @@ import pytest
 from rich.progress import Progress
 
 from adaserve.broker import Settings, load_settings
-from adaserve.planner.service import Planner, PlannerConfig
+from adaserve.planner.config import PlannerConfig
+from adaserve.planner.service import Planner
 from adaserve.workers import Worker, WorkerConfig
 
 

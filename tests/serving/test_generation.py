@@ -13,7 +13,6 @@ from adaserve.broker import Job, Keys, Request, Settings, Slo, Tensor, decode
 from adaserve.broker.events import BatchFinished
 from adaserve.broker.messages import Generation
 from adaserve.models.lm.prompts import pad_prompts
-from adaserve.planner.service import PlannerConfig
 from adaserve.producers import Client, Vocabulary, completion, generation_job, make_job
 from adaserve.workers.runtime import load_runner
 

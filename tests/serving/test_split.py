@@ -11,7 +11,7 @@ from adaserve.broker import Keys, Settings, decode
 from adaserve.broker.events import BatchFinished
 from adaserve.models.datasets import sample_inputs
 from adaserve.models.effnet.photos import PHOTOS
-from adaserve.planner.service import PlannerConfig
+from adaserve.planner.config import PlannerConfig
 from adaserve.producers import Client, make_job
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,8 @@ import pytest
 from adaserve.broker import Tensor
 from adaserve.broker.errors import ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch, BatchItem, Plan
-from adaserve.workers import Executor, RunnerCache, ServerClock
+from adaserve.broker import ServerClock
+from adaserve.workers import Executor, RunnerCache
 from adaserve.workers.runtime.base import RunOutput
 
 

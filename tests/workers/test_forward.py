@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import redis
 
-from adaserve.broker import Keys, Settings, Tensor
+from adaserve.broker import Keys, Settings
 from adaserve.broker.codec import decode
 from adaserve.broker.errors import ModelNotFound
 from adaserve.broker.finalize import Finalizer
-from adaserve.broker.messages import Batch, Placement, Plan, Result
+from adaserve.broker.messages import Batch, Placement, Plan
 from adaserve.broker.settings import Limits
-from adaserve.broker.streams import ensure_group, read_group
+from adaserve.broker.streams import read_group
 from adaserve.workers import Worker, WorkerConfig
 from adaserve.workers.execute import BatchOutcome, ItemOutcome, WireRow
 from adaserve.workers.forward import Forwarder, next_batches

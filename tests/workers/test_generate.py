@@ -11,7 +11,8 @@ import pytest
 from adaserve.broker import Tensor
 from adaserve.broker.messages import Batch, BatchItem, Generation, Plan
 from adaserve.models.lm.prompts import pad_prompts
-from adaserve.workers import Executor, RunnerCache, ServerClock
+from adaserve.broker import ServerClock
+from adaserve.workers import Executor, RunnerCache
 from adaserve.workers.generate import default_seed, is_generator, pack, prompt_of
 from adaserve.workers.inputs import InputError
 from adaserve.workers.runtime import load_runner

@@ -44,7 +44,7 @@ def test_batch_in_results_out_with_right_predictions(feeder, serve) -> None:
 
 def test_redelivered_batch_yields_no_second_result(feeder, serve) -> None:
     batch, _ = feeder.batch(5)
-    with serve() as worker:
+    with serve():
         feeder.send(batch)
         feeder.send(batch)  # the same batch again, as a reclaim or a replayed dispatch would
         assert feeder.wait_for(lambda: len(feeder.events("batch.finished")) == 2)

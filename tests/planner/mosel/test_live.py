@@ -194,8 +194,8 @@ def test_feedback_corrects_the_profile_and_clears_the_backlog(matrix: StrategyMa
     s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", inline=True, learn_rate=0.5)
     add(s, "a", 4, 0.62, 100.0)
     d = s.next_batch(0.0, 4)
-    assert s._backlog_s(0.0) == pytest.approx(d.predicted_s)
-    s.observe_variant(d.variant, Feedback("av-digits", len(d.batch), 2 * d.predicted_s))
+    assert s.ready.backlog_s(0.0) == pytest.approx(d.predicted_s)
+    s.observe(Feedback("av-digits", len(d.batch), 2 * d.predicted_s, variant=d.variant))
     assert s.selector is not None and s.selector.latency_scale == pytest.approx(1.5)
-    assert s._backlog_s(0.0) == 0.0
+    assert s.ready.backlog_s(0.0) == 0.0
     s.close()

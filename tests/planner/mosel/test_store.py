@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from adaserve.broker.errors import AdaserveError
+from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import load_settings
 from adaserve.planner.mosel import synthetic_av_digits_profile
 from adaserve.planner.mosel.store import find_profile, load_or_build_matrix
@@ -39,8 +40,8 @@ def test_an_explicit_missing_profile_is_an_error(tmp_path: Path) -> None:
         find_profile(load_settings(data_dir=tmp_path, redis_url=""), path=tmp_path / "nope.json")
 
 
-def _named(*variants: str) -> "Profile":
-    from adaserve.broker.profiles import LatencyPoint, Profile, QualityPoint
+def _named(*variants: str) -> Profile:
+    from adaserve.broker.profiles import LatencyPoint, QualityPoint
 
     lat = [LatencyPoint(variant=v, device="cpu", batch_size=1, p50_ms=1.0, p90_ms=1.0, mean_ms=1.0, repeats=1)
            for v in variants]

@@ -1,8 +1,9 @@
 """Wall-clock milliseconds on the server's clock.
 
-Submission and deadline times are stamped by the server (entry ids, ``TIME`` in Lua), so a worker
-on another host must correct its own clock before computing queue and total times. The offset is
-re-measured by the heartbeat thread; the estimate with the smallest round trip of the recent ones
+Submission and deadline times are stamped by the server (entry ids, ``TIME`` in Lua), so a planner
+or worker on another host must correct its own clock before computing deadlines, queue and total
+times. The offset is re-measured periodically (the worker's heartbeat thread, the planner's
+housekeeping); the estimate with the smallest round trip of the recent ones
 wins, since a slow round trip leaves the most doubt about when the server read its clock.
 """
 

@@ -1,0 +1,65 @@
+"""The planner's settings (validated at construction) and how it builds a scheduler per model."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from adaserve.broker.errors import ConfigError
+from adaserve.broker.profiles import Profile
+from adaserve.broker.settings import Settings
+from adaserve.planner.core import Scheduler
+from adaserve.planner.placement import parse_splits
+
+SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    policy: str = "orloj"
+    max_batch: int = 32
+    read_count: int = 256
+    name: str = ""
+    # Operator-chosen split placements, "model=first_pool:second_pool" (see planner/placement.py).
+    split: tuple[str, ...] = ()
+    # MOSEL's policy for models whose profile has modality subsets (planner/mosel/live.py).
+    modality: str = "optimized"
+
+    def __post_init__(self) -> None:
+        # Imported here: the policy modules pull in the schedulers, which a config need not load.
+        from adaserve.planner.mosel.selector import POLICIES as MODALITY_POLICIES
+        from adaserve.planner.policies import POLICIES
+
+        if self.policy not in POLICIES:
+            raise ConfigError(f"unknown policy {self.policy!r}; choose one of {', '.join(POLICIES)}")
+        if self.modality not in MODALITY_POLICIES:
+            raise ConfigError(f"unknown modality policy {self.modality!r}; "
+                              f"choose one of {', '.join(MODALITY_POLICIES)}")
+        if not 1 <= self.max_batch <= 4096:
+            raise ConfigError(f"max_batch must be within 1..4096, got {self.max_batch}")
+        if not 1 <= self.read_count <= 100_000:
+            raise ConfigError(f"read_count must be within 1..100000, got {self.read_count}")
+        parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error
+
+    def consumer(self) -> str:
+        return self.name or f"planner-{socket.gethostname()}-{os.getpid()}"
+
+
+def default_factory(policy: str, modality: str = "optimized", settings: Settings | None = None) -> SchedulerFactory:
+    """Schedulers by model: MOSEL (``modality`` policy) for a model whose profile has modality
+    subsets (the stored one, else a profile file, see ``serving_profile``), ``policy`` otherwise."""
+    from adaserve.planner.policies import POLICIES, make_modality_scheduler, make_scheduler
+
+    if policy not in POLICIES:
+        raise ConfigError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+
+    def make(model: str, profile: Profile | None) -> Scheduler:
+        if settings is not None:
+            sched = make_modality_scheduler(model, profile, modality, settings)
+            if sched is not None:
+                return sched
+        return make_scheduler(policy, model=model, profile=profile)
+
+    return make

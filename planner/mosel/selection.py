@@ -1,0 +1,37 @@
+"""What the live MOSEL scheduler's parts share: the model's subset costs and, once its strategy
+matrix is ready, the selector over it."""
+
+from __future__ import annotations
+
+from .costs import SubsetCosts
+from .matrix import StrategyMatrix
+from .selector import POLICIES, ModalitySelector
+
+
+class Selection:
+    """The costs, the matrix and the selector, swapped together when the matrix arrives.
+
+    One object shared by reference: the matrix may be built on the monitor thread after the
+    scheduler's parts exist, and every part must then see the same costs and selector.
+    """
+
+    def __init__(self, costs: SubsetCosts, policy: str, *, seed: int = 0, solve_budget_s: float = 0.05,
+                 learn_rate: float = 0.2) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown modality policy {policy!r} (choose from {', '.join(POLICIES)})")
+        self.costs, self.policy = costs, policy
+        self.matrix: StrategyMatrix | None = None
+        self.selector: ModalitySelector | None = None
+        self._kw = {"seed": seed, "solve_budget_s": solve_budget_s, "learn_rate": learn_rate}
+
+    def use(self, matrix: StrategyMatrix) -> None:
+        self.matrix, self.costs = matrix, matrix.costs
+        self.selector = ModalitySelector(matrix, self.policy, **self._kw)
+
+    def scale(self) -> float:
+        """How much slower than profiled the worker runs, as the selector learnt from feedback."""
+        return self.selector.latency_scale if self.selector is not None else 1.0
+
+    def run_s(self, subset: str, k: int) -> float:
+        """Predicted seconds for one batch of ``k`` requests on ``subset``."""
+        return self.costs.run_ms(self.costs.subsets.index(subset), k) / 1e3 * self.scale()

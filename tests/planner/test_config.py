@@ -1,0 +1,22 @@
+import pytest
+
+from adaserve.broker.errors import ConfigError
+from adaserve.planner.config import PlannerConfig
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"policy": "fastest"}, "unknown policy 'fastest'"),
+    ({"modality": "all"}, "unknown modality policy 'all'"),
+    ({"max_batch": 0}, "max_batch must be within"),
+    ({"read_count": 0}, "read_count must be within"),
+    ({"split": ("effnet-lite0",)}, "MODEL=FIRST_POOL:SECOND_POOL"),
+])
+def test_bad_settings_fail_at_construction_with_a_clear_error(kwargs: dict[str, object], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        PlannerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_the_defaults_are_orloj_with_optimized_modality_selection() -> None:
+    c = PlannerConfig()
+    assert (c.policy, c.modality, c.max_batch, c.split) == ("orloj", "optimized", 32, ())
+    assert c.consumer().startswith("planner-") and PlannerConfig(name="p1").consumer() == "p1"
