@@ -20,6 +20,9 @@ def planner(
         "optimized", envvar="ADASERVE_MODALITY_POLICY",
         help="MOSEL modality selection for models with modality subsets (av-digits): optimized, random, "
              "aggressive or none."),
+    online_feedback: str = typer.Option(
+        "auto", help="ORLOJ's long-term feedback (re-running sampled requests alone on the profiling queue): "
+                     "auto (while an `adaserve profiler` worker runs), on, or off."),
     log_level: str = typer.Option("INFO", help="Logging level."),
 ) -> None:
     """Run the planner: read jobs, plan and batch them, dispatch to worker pools."""
@@ -30,7 +33,7 @@ def planner(
 
     try:
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
-                               modality=modality)
+                               modality=modality, online_feedback=online_feedback)
     except AdaserveError as exc:
         raise cli_error(exc) from None
     setup_logging(log_level)

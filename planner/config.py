@@ -26,10 +26,13 @@ class PlannerConfig:
     split: tuple[str, ...] = ()
     # MOSEL's policy for models whose profile has modality subsets (planner/mosel/live.py).
     modality: str = "optimized"
+    # ORLOJ's long-term feedback (planner/orloj/feed.py): auto = while an rq profiler worker runs.
+    online_feedback: str = "auto"
 
     def __post_init__(self) -> None:
         # Imported here: the policy modules pull in the schedulers, which a config need not load.
         from adaserve.planner.mosel.selector import POLICIES as MODALITY_POLICIES
+        from adaserve.planner.orloj.feed import MODES
         from adaserve.planner.policies import POLICIES
 
         if self.policy not in POLICIES:
@@ -37,8 +40,10 @@ class PlannerConfig:
         if self.modality not in MODALITY_POLICIES:
             raise ConfigError(f"unknown modality policy {self.modality!r}; "
                               f"choose one of {', '.join(MODALITY_POLICIES)}")
-        if not 1 <= self.max_batch <= 4096:
-            raise ConfigError(f"max_batch must be within 1..4096, got {self.max_batch}")
+        if self.online_feedback not in MODES:
+            raise ConfigError(f"unknown online feedback mode {self.online_feedback!r}; choose one of {', '.join(MODES)}")
+        if not 1 <= self.max_batch <= 1024:
+            raise ConfigError(f"max_batch must be within 1..1024, got {self.max_batch}")
         if not 1 <= self.read_count <= 100_000:
             raise ConfigError(f"read_count must be within 1..100000, got {self.read_count}")
         parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error

@@ -61,7 +61,7 @@ class Planner:
         self._stalled = False
         self._pipe = self.r.pipeline(transaction=False)
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
-        self.feedback = OnlineFeedback(self.r, settings)
+        self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
 
     # -- clock -------------------------------------------------------------------------------
     def now_ms(self) -> float:

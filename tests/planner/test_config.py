@@ -8,6 +8,7 @@ from adaserve.planner.config import PlannerConfig
     ({"policy": "fastest"}, "unknown policy 'fastest'"),
     ({"modality": "all"}, "unknown modality policy 'all'"),
     ({"max_batch": 0}, "max_batch must be within"),
+    ({"online_feedback": "sometimes"}, "unknown online feedback mode"),
     ({"read_count": 0}, "read_count must be within"),
     ({"split": ("effnet-lite0",)}, "MODEL=FIRST_POOL:SECOND_POOL"),
 ])
