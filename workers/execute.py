@@ -2,8 +2,9 @@
 
 Nothing here touches Redis; ``results`` turns an outcome into wire results and the event, and
 ``forward`` hands a split model's intermediate tensors on. Language models take their own path
-(``generate``): prompts of any length share one padded batch. Every failure (unknown model, a load error, inputs that do not fit, an exception in the runtime)
-becomes a ``failed`` outcome with a reason for the requests it concerns, never an exception.
+(``generate``): prompts of any length share one padded batch. Every failure (unknown model, a
+load error, inputs that do not fit, an exception in the runtime) becomes a ``failed`` outcome with
+a reason for the requests it concerns, never an exception.
 """
 
 from __future__ import annotations
