@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from adaserve.telemetry.dead import DeadLetter
@@ -21,9 +22,20 @@ def clock(ms: float) -> str:
     return datetime.fromtimestamp(ms / 1000).strftime("%H:%M:%S.%f")[:-3]
 
 
+def number(v: float) -> str:
+    """Three significant digits below 10, one decimal from there on.
+
+    Events mix milliseconds (one decimal is plenty) with fractions such as accuracies and
+    confidences, which one decimal would round into each other (0.96 and 0.95 both ``1.0``)."""
+    if v != 0 and abs(v) < 10:  # NaN and infinities fail this and print as ``nan``, ``inf``
+        out = f"{v:.3g}"
+        return out if "." in out or "e" in out else out + ".0"  # 5.0 stays ``5.0``, not ``5``
+    return f"{v:.1f}"
+
+
 def _short(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:.1f}"
+        return number(v)
     if isinstance(v, list):
         return "[" + ",".join(map(str, v[:4])) + (f",+{len(v) - 4}" if len(v) > 4 else "") + "]"
     return str(v)
@@ -33,7 +45,10 @@ def event_line(got: Received) -> str:
     """``HH:MM:SS.mmm event key=value ...`` (rich markup), batch items summarised."""
     ev = got.event
     body = ev.model_dump()
-    parts = [f"{k}={_short(v)}" for k, v in body.items() if k not in _SKIP and v not in (None, "", [], {})]
+    # Values are escaped: a list (``[r1,r2]``) or a producer's text would otherwise be read as
+    # rich markup, vanish, or stop ``tail`` with a MarkupError.
+    parts = [escape(f"{k}={_short(v)}") for k, v in body.items()
+             if k not in _SKIP and v not in (None, "", [], {})]
     items = body.get("items")
     if items:
         ok = sum(it["status"] == "completed" for it in items)
@@ -87,6 +102,7 @@ def print_dead(letters: list[DeadLetter], total: int, console: Console | None = 
     for col in ("time", "reason", "source", "entry", "bytes", "job", "detail"):
         t.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
     for d in letters:
-        t.add_row(clock(d.ts) if d.ts else "-", d.reason, d.source, d.entry, str(d.raw_bytes), d.job_id or "-",
-                  d.detail[:200])
+        # Dead letters hold whatever a producer sent: their text is shown, never read as markup.
+        t.add_row(clock(d.ts) if d.ts else "-", escape(d.reason), escape(d.source), escape(d.entry),
+                  str(d.raw_bytes), escape(d.job_id or "-"), escape(d.detail[:200]))
     (console or Console()).print(t)
