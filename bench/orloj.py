@@ -21,17 +21,12 @@ DEFAULT_PLOT = Path("adaserve-orloj-finish-rate.png")
 
 def plot(cells: list[dict[str, object]], loads: dict[str, float], path: Path) -> Path:
     """Finish rate against SLO, one panel per workload; the paper's values dotted, same colours."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from adaserve.bench.figures import panels, save
 
     workloads = list(dict.fromkeys(str(c["workload"]) for c in cells))
     policies = list(dict.fromkeys(str(c["policy"]) for c in cells))
     colours = {p: f"C{i}" for i, p in enumerate(policies)}
-    cols = 4
-    rows = (len(workloads) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False, sharey=True)
+    fig, axes = panels(len(workloads), sharey=True)
     for ax, w in zip(axes.flat, workloads):
         mine = [c for c in cells if c["workload"] == w]
         for p in policies:
@@ -47,15 +42,9 @@ def plot(cells: list[dict[str, object]], loads: dict[str, float], path: Path) ->
         ax.set_xlabel("SLO (x P99 alone)")
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(workloads):]:
-        ax.axis("off")
     axes[0][0].set_ylabel("finish rate")
     axes[0][0].legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, axes, len(workloads), path)
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -75,6 +75,7 @@ def serving(
     models: str = typer.Option("ee-lm-xs,ee-lm-s", help="Language models of the generation section."),
     new_tokens: int = typer.Option(16, min=1, max=64, help="Tokens generated per prompt."),
     only: str = typer.Option("generation,split", help="Sections to run: generation, split or both."),
+    split_pools: str = typer.Option("cpu:cpu2", "--split-pools", help="FIRST:SECOND pools of the split section; gpu:cpu on a GPU host (pools named gpu* get a GPU worker)."),
 ) -> None:
     """Latency of generation jobs and of a split model through the pipeline vs the runners direct."""
     from rich.console import Console
@@ -92,6 +93,13 @@ def serving(
     if "generation" in wanted and (not names or any(m not in LM_MODELS for m in names)):
         raise typer.BadParameter(f"generation needs language models among {', '.join(LM_MODELS)}; got {models!r}",
                                  param_hint="--models")
+    from adaserve.broker.errors import ConfigError
+    from adaserve.planner.placement import parse_split
+
+    try:
+        parse_split(f"m={split_pools}")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--split-pools") from None
     console = Console(stderr=True)
     report: dict[str, Any] = {"bench": "serving", "rounds": rounds, "jobs_per_round": jobs, "worker_threads": 1}
     try:
@@ -107,7 +115,7 @@ def serving(
             if "generation" in wanted:
                 report["generation"] = [generation(settings, m, rounds, jobs, new_tokens, log_dir, tick) for m in names]
             if "split" in wanted:
-                report["split"] = split(settings, rounds, jobs, log_dir, tick, bar)
+                report["split"] = split(settings, rounds, jobs, log_dir, tick, bar, split_pools)
     except AdaserveError as exc:
         console.print(f"[red]adaserve bench serving: {exc}[/red]")
         raise typer.Exit(2) from None

@@ -1,12 +1,14 @@
-"""The split section of ``adaserve bench serving``: effnet-lite0 whole vs split across two CPU pools.
+"""The split section of ``adaserve bench serving``: effnet-lite0 whole vs split across two pools.
 
-Two pipelines run at once on one server, in two namespaces: *whole* (planner, one ``cpu``
-worker) and *split* (planner with ``--split effnet-lite0=cpu:cpu2``, a ``cpu`` worker running
-part 1 and forwarding the intermediate tensor through Redis to a ``cpu2`` worker running part 2).
-Rounds alternate between them, then time the runners in this process: ``whole`` on the stacked
-photos, and ``part1`` then ``part2`` on the same batch. Every worker and runner has one intra-op
-thread. On one machine the split can only add cost (a second hop, an extra batch); the figure is
-that cost, the price of placing the halves on different devices.
+Two pipelines run at once on one server, in two namespaces: *whole* (planner, one worker of the
+first pool) and *split* (planner with ``--split effnet-lite0=FIRST:SECOND``, a FIRST worker
+running part 1 and forwarding the intermediate tensor through Redis to a SECOND worker running
+part 2). The pools are ``cpu:cpu2`` by default, ``gpu:cpu`` on a GPU host (StarONNX's placement:
+part 2 offloaded to the CPU); a pool named ``gpu*`` gets a GPU worker. Rounds alternate between
+the pipelines, then time the runners in this process on the same devices: ``whole`` on the
+stacked photos, and ``part1`` then ``part2`` on the same batch. CPU workers and runners have one
+intra-op thread. The split adds a hop and a batch; the figure is that cost, the price of placing
+the halves on different devices.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ from adaserve.bench.serving_stack import BenchStack, summary, timed_calls, timed
 MODEL = "effnet-lite0"
 IMAGES = 5
 WARM_UP = 3
-SPLIT = f"{MODEL}=cpu:cpu2"
+POOLS = "cpu:cpu2"
+
+
+def device_of(pool: str) -> str:
+    """The device a worker of ``pool`` runs on (as ``adaserve worker`` resolves it)."""
+    from adaserve.workers.config import WorkerConfig
+
+    return WorkerConfig(pool=pool).resolved_device
 
 
 def ensure_built(data_dir: Path, progress: Any, say: Callable[[str], None]) -> str | None:
@@ -44,19 +53,22 @@ def ensure_built(data_dir: Path, progress: Any, say: Callable[[str], None]) -> s
 
 
 def split(settings: Any, rounds: int, jobs: int, log_dir: Path, tick: Callable[[str], None],
-          progress: Any) -> dict[str, Any]:
+          progress: Any, pools: str = POOLS) -> dict[str, Any]:
     """Pipeline and direct medians for ``whole`` and ``split``, or ``{"skipped": reason}``."""
     from adaserve.broker import load_settings
     from adaserve.models.datasets import sample_inputs
+    from adaserve.planner.placement import parse_split
     from adaserve.producers import Client, make_job
     from adaserve.workers.runtime import load_runner
 
     reason = ensure_built(settings.data_dir, progress, progress.console.print)
     if reason:
         return {"skipped": reason}
+    spec = parse_split(f"{MODEL}={pools}")
     images, _ = sample_inputs(MODEL, IMAGES, seed=0)
     batch = np.stack([x["image"] for x in images])
-    runners = {v: load_runner(MODEL, v, "cpu", settings.data_dir, threads=1) for v in ("whole", "part1", "part2")}
+    where = {"whole": spec.first, "part1": spec.first, "part2": spec.second}
+    runners = {v: load_runner(MODEL, v, device_of(p), settings.data_dir, threads=1) for v, p in where.items()}
 
     def both_parts() -> object:
         return runners["part2"].run({"intermediate": runners["part1"].run({"image": batch}).outputs["intermediate"]})
@@ -70,9 +82,9 @@ def split(settings: Any, rounds: int, jobs: int, log_dir: Path, tick: Callable[[
     pipeline: dict[str, list[list[float]]] = {"whole": [], "split": []}
     direct: dict[str, list[list[float]]] = {"whole": [], "split": []}
     tick(f"{MODEL}: starting two pipelines")
-    with BenchStack(settings, models=(MODEL,), log_dir=log_dir / "whole") as whole, \
-            BenchStack(other, models=(MODEL,), extra_pools=("cpu2",), split=(SPLIT,),
-                       log_dir=log_dir / "split") as parted:
+    with BenchStack(settings, models=(MODEL,), log_dir=log_dir / "whole", pool=spec.first) as whole, \
+            BenchStack(other, models=(MODEL,), extra_pools=(spec.second,), split=(f"{MODEL}={pools}",),
+                       log_dir=log_dir / "split", pool=spec.first) as parted:
         stacks = {"whole": whole, "split": parted}
         for s in stacks.values():
             s.wait_ready()
@@ -92,7 +104,8 @@ def split(settings: Any, rounds: int, jobs: int, log_dir: Path, tick: Callable[[
                 for s in stacks.values():
                     s.check()
     tick(f"{MODEL}: done")
-    return {"model": MODEL, "images_per_job": IMAGES, "planner_split": SPLIT,
+    return {"model": MODEL, "images_per_job": IMAGES, "planner_split": f"{MODEL}={pools}",
+            "devices": {v: device_of(p) for v, p in where.items()},
             "whole": summary(pipeline["whole"], direct["whole"]), "split": summary(pipeline["split"], direct["split"])}
 
 

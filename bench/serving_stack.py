@@ -22,18 +22,20 @@ JOB_TIMEOUT_S = 60.0
 
 
 class BenchStack(Stack):
-    """A ``Stack`` whose CPU workers preload only the benchmarked models, plus one worker per
-    extra pool (the second half of a split). Loading every built model would cost start-up time
-    and memory on a small machine and changes nothing that is measured."""
+    """A ``Stack`` whose one main worker serves ``pool`` (``cpu``, or ``gpu`` for a GPU worker) and
+    preloads only the benchmarked models, plus one worker per extra pool (the second half of a
+    split). Loading every built model would cost start-up time and memory on a small machine and
+    changes nothing that is measured."""
 
     def __init__(self, settings: Settings, *, models: Sequence[str], extra_pools: Sequence[str] = (),
-                 log_dir: Path, split: tuple[str, ...] = ()) -> None:
+                 log_dir: Path, split: tuple[str, ...] = (), pool: str = "cpu") -> None:
         # The planner hands a batch to the serving pool with the most free slots. The second pool
         # of a split serves the model too, so it gets one slot against the first pool's three:
         # with one job outstanding every batch then goes to the first pool and is split.
         super().__init__(settings, cpu_workers=1, gpu_worker=False, worker_threads=1, log_dir=log_dir,
                          split=split, slots=3)
         self.models = ",".join(models)
+        self.pool = pool
         self.extra_pools = tuple(extra_pools)
         self._env: dict[str, str] = {}
 
@@ -41,13 +43,15 @@ class BenchStack(Stack):
         self._env = env  # the environment start() built, for the extra workers below
         if args[0] == "worker":
             args = [*args, "--models", self.models]
+            if name.startswith("worker-cpu-"):  # the main worker: Stack starts it in pool cpu
+                args[args.index("--pool") + 1] = self.pool
         super()._spawn(name, args, env)
 
     def start(self) -> "BenchStack":
         super().start()
         try:
             for pool in self.extra_pools:
-                self._spawn(f"worker-{pool}-0", ["worker", "--pool", pool, "--slots", "1", "--threads", "1"],
+                self._spawn(f"worker-extra-{pool}", ["worker", "--pool", pool, "--slots", "1", "--threads", "1"],
                             self._env)
         except BaseException:
             self.stop()  # __exit__ does not run when __enter__ raises

@@ -23,6 +23,7 @@ def worker(
     models: str = typer.Option("", "--models", help="Comma-separated models to preload and advertise (default: every built model)."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per model session (0: the runtime's default)."),
     name: str = typer.Option("", "--name", help="Worker id and consumer name (default: pool-host-pid-random)."),
+    io_binding: bool = typer.Option(False, "--io-binding/--no-io-binding", help="GPU: run ONNX sessions through IO binding with kept device buffers (off: slower for small models, see `adaserve bench gpu`)."),
     log_level: str = typer.Option("INFO", "--log-level", help="Logging level."),
 ) -> None:
     """Serve batches of one pool until SIGTERM or Ctrl-C, then finish the batches in hand and exit."""
@@ -55,6 +56,7 @@ def worker(
         settings = load_settings()
         config = WorkerConfig(
             pool=pool, device=device or None, slots=slots, threads=threads or None, name=name or None,
+            io_binding=io_binding,
             models=tuple(m.strip() for m in models.split(",") if m.strip()) or None,
         )
         w = Worker(settings, config)

@@ -20,7 +20,8 @@ class WorkerConfig:
     ``slots`` is how many batches the worker holds at once (read and not yet finished): two keep
     one running while the next is already decoded, so the device never waits on the network.
     ``models`` limits preloading and what the heartbeat advertises (``None``: every built model);
-    a batch for another available model is still served after a lazy load.
+    a batch for another available model is still served after a lazy load. ``io_binding``: ONNX
+    sessions on the GPU run through IO binding (see ``runtime.bound`` for why it is off by default).
     """
 
     pool: str = "cpu"
@@ -31,6 +32,7 @@ class WorkerConfig:
     device: str | None = None
     max_output_elements: int = 1024
     preload: bool = True
+    io_binding: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.pool):

@@ -25,7 +25,7 @@ Loader = Callable[..., Runner]  # (model, variant, device, data_dir[, threads=])
 class RunnerCache:
     def __init__(
         self, load: Loader, *, device: str, data_dir: Path, threads: int | None = None,
-        retry_s: float = 30.0,
+        retry_s: float = 30.0, io_binding: bool = False,
     ) -> None:
         self._load = load
         self._device = device
@@ -37,6 +37,11 @@ class RunnerCache:
                 self._kwargs["threads"] = threads
             else:
                 log.warning("this runtime does not take a thread count; --threads %d ignored", threads)
+        if io_binding:
+            if _accepts(load, "io_binding"):
+                self._kwargs["io_binding"] = True
+            else:
+                log.warning("this runtime has no IO binding; --io-binding ignored")
         self._runners: dict[tuple[str, str], Runner] = {}
         self._failed: dict[tuple[str, str], tuple[float, ModelNotFound | ModelLoadError]] = {}
         self._lock = threading.Lock()

@@ -78,7 +78,7 @@ class Worker:
 
             load = load_runner
         self.runners = RunnerCache(load, device=self.device, data_dir=self.settings.data_dir,
-                                   threads=self.config.threads)
+                                   threads=self.config.threads, io_binding=self.config.io_binding)
         self._advertised = self._preload(on_load)
         gpu = GpuMonitor.open() if self.device == "gpu" else None
         self._heartbeat = Heartbeat(self.settings, worker=self.id, pool=self.pool, device=self.device,
@@ -189,9 +189,9 @@ def _available(data_dir: Path) -> list[str]:
 
 
 def _require_gpu() -> None:
-    from adaserve.workers.runtime import choose_providers
+    from adaserve.workers.runtime.base import check_cuda
 
     try:
-        choose_providers("gpu")
+        check_cuda()
     except Exception as exc:  # noqa: BLE001 - whatever the reason, the answer is the same refusal
         raise ConfigError(f"pool 'gpu' needs a CUDA-enabled onnxruntime and a visible GPU: {exc}") from None

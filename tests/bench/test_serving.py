@@ -65,3 +65,13 @@ def test_a_split_model_that_cannot_be_built_is_skipped_with_the_reason(
         reason = serving_split.ensure_built(tmp_path, bar, said.append)
     assert reason is not None and "cannot be built" in reason and "wheels" in reason
     assert said and "adaserve models build --only effnet-lite0" in said[0]
+
+
+@pytest.mark.parametrize("pools", ["cpu:cpu", "cpu", "gpu:"])
+def test_split_pools_that_do_not_name_two_pools_are_a_usage_error(pools: str) -> None:
+    res = _invoke("--only", "split", "--split-pools", pools)
+    assert res.exit_code != 0 and "--split-pools" in res.output
+
+
+def test_pools_named_gpu_run_on_the_gpu() -> None:
+    assert [serving_split.device_of(p) for p in ("gpu", "gpu2", "cpu", "cpu2")] == ["gpu", "gpu", "cpu", "cpu"]

@@ -133,3 +133,19 @@ def test_runner_cached_under_its_resolved_variant_and_threads_passed() -> None:
     first = cache.get("m", "default")
     assert cache.get("m", "v1") is first and seen == {"threads": 3}
     assert cache.variants() == [("m", "default"), ("m", "v1")] and cache.models() == ["m"]
+
+
+def test_io_binding_reaches_loaders_that_take_it_and_is_dropped_for_others() -> None:
+    seen = {}
+
+    def load(model: str, variant: str, device: str, data_dir: object, io_binding: bool = False) -> object:
+        seen["io_binding"] = io_binding
+        return Doubler()
+
+    RunnerCache(load, device="gpu", data_dir=None, io_binding=True).get("m")  # type: ignore[arg-type]
+    assert seen == {"io_binding": True}
+
+    def plain(model: str, variant: str, device: str, data_dir: object) -> object:
+        return Doubler()
+
+    assert isinstance(RunnerCache(plain, device="gpu", data_dir=None, io_binding=True).get("m"), Doubler)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ profiler use; it returns a ``Runner`` whatever the family (onnxruntime for ONNX 
 for the early-exit language models).
 """
 
-from adaserve.workers.runtime.base import RunOutput, Runner, choose_providers
+from adaserve.workers.runtime.base import RunOutput, Runner, choose_providers, gpu_unavailable
 from adaserve.workers.runtime.loader import available_models, load_runner
 
-__all__ = ["RunOutput", "Runner", "available_models", "choose_providers", "load_runner"]
+__all__ = ["RunOutput", "Runner", "available_models", "choose_providers", "gpu_unavailable", "load_runner"]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from functools import cache
 from typing import Protocol
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,8 +45,25 @@ def choose_providers(device: str) -> list[str]:
     if device == "gpu":
         if "CUDAExecutionProvider" not in available or not gpu_present():
             raise RuntimeError("device 'gpu' asked for, but no CUDA provider or no visible GPU")
+        preload_cuda_libraries()
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
+
+
+@cache
+def preload_cuda_libraries() -> None:
+    """Load CUDA and cuDNN from the ``nvidia-*`` wheels (torch's CUDA build brings them), so the
+    CUDA provider finds them without ``LD_LIBRARY_PATH``; libraries already loaded, or found on
+    the system path later, make this a no-op."""
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)  # onnxruntime-gpu >= 1.21
+    if preload is None:
+        return
+    try:
+        preload()
+    except Exception as exc:  # noqa: BLE001 - the provider may still find system libraries
+        log.info("onnxruntime.preload_dlls failed (%s); relying on the library search path", exc)
 
 
 def gpu_present() -> bool:
@@ -56,3 +77,32 @@ def gpu_present() -> bool:
             pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - no driver, no library, no device: all mean "no GPU"
         return False
+
+
+def check_cuda() -> None:
+    """Build a one-node session on the CUDA provider; ``RuntimeError`` saying why when it cannot.
+
+    ``choose_providers`` only sees that the provider is compiled in and a GPU is visible; whether
+    its CUDA and cuDNN libraries load shows only when a session is made.
+    """
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # any onnxruntime this project supports reads IR 8
+    session = ort.InferenceSession(model.SerializeToString(), providers=choose_providers("gpu"))
+    if "CUDAExecutionProvider" not in session.get_providers():
+        raise RuntimeError("the CUDA provider is installed but did not load (CUDA 13 and cuDNN 9 "
+                           "libraries must be loadable; onnxruntime's warning above says which one is missing)")
+
+
+def gpu_unavailable() -> str | None:
+    """Why the CUDA provider cannot serve here, or None when it can (tests skip on the reason)."""
+    try:
+        check_cuda()
+    except Exception as exc:  # noqa: BLE001 - any failure is a reason to report, not to raise
+        return str(exc)
+    return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from adaserve.broker.errors import ModelNotFound
+from adaserve.broker.errors import ModelLoadError, ModelNotFound
 from adaserve.models.manifest import sha256
 from adaserve.models.registry import list_models, load_info
 from adaserve.workers.runtime.base import Runner
@@ -28,11 +28,13 @@ def available_models(data_dir: Path) -> list[str]:
 
 
 def load_runner(model: str, variant: str, device: str, data_dir: Path, *,
-                threads: int | None = None) -> Runner:
+                threads: int | None = None, io_binding: bool = False) -> Runner:
     """Load ``model``/``variant`` on ``device`` (``cpu`` or ``gpu``); ``ModelNotFound`` if unbuilt.
 
     ``threads`` sizes onnxruntime's intra-op pool on the CPU (default: the CPUs this process may
-    use). Artifacts whose sha256 differs from the manifest's are refused.
+    use). ``io_binding`` (ONNX variants on the GPU): device input buffers kept and refilled, see
+    ``bound`` (off by default: slower for the zoo's models, ``adaserve bench gpu``). Artifacts
+    whose sha256 differs from the manifest's are refused.
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
@@ -45,18 +47,20 @@ def load_runner(model: str, variant: str, device: str, data_dir: Path, *,
         expected = info.hashes.get(rel)
         if expected is not None and sha256(path) != expected:
             raise ModelNotFound(f"{model}/{var.name}: {path} does not match its manifest hash")
-    if var.kind in ("whole", "modality-subset"):
-        from adaserve.workers.runtime.onnx import OnnxRunner
+    if var.kind in ("whole", "modality-subset", "exit"):
+        from adaserve.workers.runtime.onnx import EarlyExitRunner, OnnxRunner
 
-        return OnnxRunner(model_dir, info, var, device, threads)
-    if var.kind == "exit":
-        from adaserve.workers.runtime.onnx import EarlyExitRunner
-
-        return EarlyExitRunner(model_dir, info, var, device, threads)
+        cls = EarlyExitRunner if var.kind == "exit" else OnnxRunner
+        try:
+            return cls(model_dir, info, var, device, threads, io_binding)
+        except RuntimeError as exc:  # no CUDA provider or GPU, or an unreadable graph
+            raise ModelLoadError(f"{model}/{var.name} on {device}: {exc}") from exc
     module_name, cls_name = EXTERNAL_RUNNERS[var.kind]
     try:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except (ModuleNotFoundError, AttributeError) as exc:
         raise ModelNotFound(f"{model}/{var.name}: no runtime for kind {var.kind!r} "
                             f"({module_name}.{cls_name}: {exc})") from exc
-    return cls(model_dir, info, var, device)
+    if var.kind == "part":
+        return cls(model_dir, info, var, device, threads, io_binding)
+    return cls(model_dir, info, var, device, threads)

@@ -18,6 +18,7 @@ import numpy as np
 from adaserve.broker.errors import InvalidMessage
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
 from adaserve.workers.runtime.base import RunOutput, choose_providers
+from adaserve.workers.runtime.bound import runner_of
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -37,7 +38,13 @@ def make_session(path: Path, device: str, threads: int | None = None) -> "ort.In
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), sess_options=opts, providers=choose_providers(device))
+    session = ort.InferenceSession(str(path), sess_options=opts, providers=choose_providers(device))
+    # A CUDA provider that fails to load (a missing libcudnn, say) only logs a warning and leaves
+    # the CPU provider: a "gpu" worker would then serve on the CPU without anyone noticing.
+    if device == "gpu" and "CUDAExecutionProvider" not in session.get_providers():
+        raise RuntimeError(f"the CUDA provider did not load for {path.name} (onnxruntime's log says why; "
+                           "CUDA 13 and cuDNN 9 libraries must be loadable)")
+    return session
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -68,14 +75,17 @@ def check_inputs(specs: dict[str, InputSpec], inputs: dict[str, np.ndarray]) -> 
 
 
 class _Base:
+    """``io_binding`` (GPU only): run through ``bound.BoundSession`` rather than ``session.run``."""
+
     def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, io_binding: bool = False) -> None:
         self.model = info.name
         self.variant = variant.name
         self.device = device
         self.inputs = tuple(variant.inputs)
         self.specs = variant.inputs
         self.sessions = [make_session(model_dir / a, device, threads) for a in variant.artifacts]
+        self.runs = [runner_of(s, device, io_binding) for s in self.sessions]
 
 
 class OnnxRunner(_Base):
@@ -84,7 +94,7 @@ class OnnxRunner(_Base):
     def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
         feed = check_inputs(self.specs, inputs)
         start = time.perf_counter()
-        (logits,) = self.sessions[0].run(["logits"], feed)
+        (logits,) = self.runs[0](["logits"], feed)
         elapsed = time.perf_counter() - start
         probs = softmax(logits)
         return RunOutput(outputs={"logits": logits, "probs": probs},
@@ -101,12 +111,13 @@ class EarlyExitRunner(_Base):
     last batch, which makes the skipped work observable.
     The ``default`` variant keeps a request going while its confidence is below ``threshold``;
     variant ``exitK`` runs stages 1..K for every request and answers from exit K. ``exits`` gives
-    each request's exit (1-based).
+    each request's exit (1-based). On the GPU the ``features`` come back to the host between
+    stages: choosing the rows that go on is a host decision, and the next stage gets only those.
     """
 
     def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
-                 threads: int | None = None, threshold: float | None = None) -> None:
-        super().__init__(model_dir, info, variant, device, threads)
+                 threads: int | None = None, io_binding: bool = False, threshold: float | None = None) -> None:
+        super().__init__(model_dir, info, variant, device, threads, io_binding)
         self.stop_at = int(variant.extra.get("exit") or len(self.sessions))
         self.threshold = float(threshold if threshold is not None
                                else variant.extra.get("threshold", 1.0))
@@ -123,11 +134,11 @@ class EarlyExitRunner(_Base):
         rows = np.arange(n)
         self.rows_per_stage = []
         start = time.perf_counter()
-        for k, session in enumerate(self.sessions[:self.stop_at], start=1):
+        for k, run in enumerate(self.runs[:self.stop_at], start=1):
             last = k == self.stop_at
             names = ["logits"] if last else ["logits", "features"]
             self.rows_per_stage.append(len(rows))
-            outs = session.run(names, {self.feed_names[k - 1]: x})
+            outs = run(names, {self.feed_names[k - 1]: x})
             now = time.perf_counter() - start
             stage_logits = outs[0]
             if logits.shape[1] == 0:

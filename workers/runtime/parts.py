@@ -17,6 +17,7 @@ import numpy as np
 from adaserve.broker.errors import ModelLoadError, ModelNotFound
 from adaserve.models.manifest import ModelInfo, VariantInfo
 from adaserve.workers.runtime.base import RunOutput
+from adaserve.workers.runtime.bound import runner_of
 from adaserve.workers.runtime.onnx import check_inputs, make_session, softmax
 
 
@@ -24,7 +25,7 @@ class PartRunner:
     """onnxruntime session of one part; ``is_last`` when the part has no ``next``."""
 
     def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, io_binding: bool = False) -> None:
         if variant.kind != "part" or len(variant.artifacts) != 1:
             raise ValueError(f"{info.name}/{variant.name} is not a part with one ONNX artifact")
         path = Path(model_dir) / variant.artifacts[0]
@@ -40,6 +41,7 @@ class PartRunner:
         except RuntimeError as exc:  # no CUDA provider or no GPU, or an unreadable graph
             raise ModelLoadError(f"{info.name}/{variant.name}: {exc}") from exc
         self._out = self.session.get_outputs()[0].name
+        self._run = runner_of(self.session, device, io_binding)
         missing = {i.name for i in self.session.get_inputs()} - set(self.inputs)
         if missing:
             raise ModelLoadError(f"{path} expects inputs {sorted(missing)} the manifest does not list")
@@ -52,7 +54,7 @@ class PartRunner:
         feed = check_inputs(self.specs, inputs)
         b = next(iter(feed.values())).shape[0]
         t0 = time.perf_counter()
-        out = self.session.run([self._out], feed)[0]
+        out = self._run([self._out], feed)[0]
         elapsed = time.perf_counter() - t0
         exec_s = np.full(b, elapsed, dtype=np.float64)
         if not self.is_last:
