@@ -13,6 +13,18 @@ from adaserve.broker.settings import ALL_DTYPES, Limits
 _DEFAULT_LIMITS = Limits()
 
 
+def dtype_fits(sent: str, wanted: str) -> bool:
+    """Whether a tensor of dtype ``sent`` may feed a model input of dtype ``wanted`` (the worker
+    casts it): any float for a float (float16 halves the bytes on the wire; float64 is what many
+    languages make), an integer for an integer when the cast cannot wrap (``uint8`` token ids for
+    ``int64``), and never an integer for a float: raw ``uint8`` pixels are not the normalised
+    input a float model was trained on, and casting them would answer without an error."""
+    src, dst = np.dtype(sent), np.dtype(wanted)
+    if src == dst or (src.kind == "f" and dst.kind == "f"):
+        return True
+    return src.kind in "iu" and dst.kind in "iu" and bool(np.can_cast(src, dst, casting="safe"))
+
+
 def limits_of(info: ValidationInfo) -> Limits:
     ctx = info.context or {}
     lim = ctx.get("limits")

@@ -18,7 +18,7 @@ import numpy as np
 
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.messages import Job, Request
-from adaserve.broker.tensors import Tensor
+from adaserve.broker.tensors import Tensor, dtype_fits
 
 
 def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None) -> None:
@@ -54,8 +54,9 @@ def _check_tensor(rid: str, name: str, tensor: Tensor, spec: dict[str, Any]) -> 
         if w <= 0 and (g < 1 or (cap is not None and g > int(cap))):
             raise InvalidMessage("limit", f"request {rid}: input {name!r} has {g} elements along a free dimension, "
                                           f"the model takes 1 to {cap if cap is not None else 'any number'}")
-    if spec.get("dtype") and tensor.dtype != spec["dtype"]:
-        raise InvalidMessage("schema", f"request {rid}: input {name!r} is {tensor.dtype}, model wants {spec['dtype']}")
+    if spec.get("dtype") and not dtype_fits(tensor.dtype, spec["dtype"]):
+        raise InvalidMessage("schema", f"request {rid}: input {name!r} is {tensor.dtype}, model wants {spec['dtype']}"
+                                       " (or another float for a float, a narrower integer for an integer)")
 
 
 def _check_generation(model: str, req: Request, spec: dict[str, Any]) -> None:

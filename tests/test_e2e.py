@@ -101,3 +101,13 @@ def test_a_producer_without_the_sdk_gets_its_result(stack: Stack) -> None:
     assert body["status"] == "completed" and body["request_id"] == "r0"
     assert body["prediction"] == int(labels[0])
     r.close()
+
+
+def test_float16_inputs_are_admitted_and_answered_as_float32(stack: Stack) -> None:
+    inputs, _ = sample_inputs(MODEL, 16, seed=5)
+    half = [{k: v.astype(np.float16) for k, v in x.items()} for x in inputs]
+    with Client(stack.settings) as c:
+        full_res, half_res = (c.submit(make_job(MODEL, list(x), 10_000.0)).result(30) for x in (inputs, half))
+    assert half_res.completed == 16
+    agree = np.mean(np.asarray(full_res.predictions) == np.asarray(half_res.predictions))
+    assert agree >= 15 / 16, agree

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from adaserve.broker.tensors import Tensor
+from adaserve.broker.tensors import Tensor, dtype_fits
 
 Spec = tuple[tuple[int, ...], str]  # per-sample shape (negative or 0 = any size), dtype
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]  # (input, dtype, shape) on the wire
@@ -66,10 +66,7 @@ def _conform(name: str, dtype: str, shape: tuple[int, ...], spec: Spec) -> Spec:
         shape = shape[1:]  # a producer that kept a batch axis of one: accept it
     if len(shape) != len(want) or any(w > 0 and d != w for d, w in zip(shape, want)):
         raise InputError(f"input {name!r} has shape {list(shape)}, the model takes {list(want)} per request")
-    src, dst = np.dtype(dtype), np.dtype(want_dtype)
-    # Floats may lose precision (float64 -> float32 is what producers in other languages send);
-    # integers may only widen, since a narrowed token id would silently wrap.
-    if src != dst and not ((src.kind == "f" and dst.kind == "f") or np.can_cast(src, dst, casting="safe")):
+    if not dtype_fits(dtype, want_dtype):  # the planner admits by the same rule
         raise InputError(f"input {name!r} is {dtype}, the model takes {want_dtype}")
     return shape, want_dtype
 

@@ -22,7 +22,8 @@ def test_fitting_job_passes() -> None:
     [
         (_job(np.zeros((1, 4), np.float32)), False, "unknown_model"),
         (_job(np.zeros((1, 5), np.float32)), True, "schema"),
-        (_job(np.zeros((1, 4), np.float64)), True, "schema"),
+        (_job(np.zeros((1, 4), np.int64)), True, "schema"),
+        (_job(np.zeros((1, 4), np.uint8)), True, "schema"),
         (_job(np.zeros((1, 4), np.float32), name="image"), True, "schema"),
         (_job(np.zeros((1, 4), np.float32), kind="generate"), True, "unsupported"),
     ],
@@ -46,7 +47,7 @@ def _prompt(n: int, kind: str = "generate", max_new: int | None = None, ids: np.
 
 @pytest.mark.parametrize("job", [
     _prompt(1), _prompt(48), _prompt(40, max_new=24), _prompt(63, max_new=1), _prompt(63, kind="forward"),
-    _prompt(1, max_new=63),
+    _prompt(1, max_new=63), _prompt(5, ids=np.arange(5, dtype=np.uint8)),  # a byte per id is enough
 ])
 def test_prompts_of_any_length_within_the_context_pass(job: Job) -> None:
     check_job(job, known=True, inputs=LM)
@@ -61,7 +62,8 @@ def test_prompts_of_any_length_within_the_context_pass(job: Job) -> None:
     (_prompt(2, ids=np.array([3, 65])), "schema", "token ids must lie in 0..64"),
     (_prompt(2, ids=np.array([-1, 3])), "schema", "token ids must lie in 0..64"),
     (_prompt(2, ids=np.array([[1, 2]])), "schema", "model wants ['any']"),
-    (_prompt(2, ids=np.array([1, 2], np.int32)), "schema", "model wants int64"),
+    (_prompt(2, ids=np.array([1, 2], np.float32)), "schema", "model wants int64"),
+    (_prompt(2, ids=np.array([1, 2], np.uint64)), "schema", "model wants int64"),  # could wrap
 ])
 def test_prompts_that_do_not_fit_are_rejected_with_a_reason(job: Job, reason: str, says: str) -> None:
     with pytest.raises(InvalidMessage) as exc:
@@ -71,3 +73,8 @@ def test_prompts_that_do_not_fit_are_rejected_with_a_reason(job: Job, reason: st
 
 def test_a_free_dimension_without_a_cap_takes_any_size() -> None:
     check_job(_job(np.zeros((1, 300), np.float32)), known=True, inputs={"audio": {"shape": [1, 0], "dtype": "float32"}})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_any_float_feeds_a_float_input(dtype: type) -> None:
+    check_job(_job(np.zeros((1, 4), dtype)), known=True, inputs=SPEC)
