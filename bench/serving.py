@@ -76,6 +76,7 @@ def serving(
     new_tokens: int = typer.Option(16, min=1, max=64, help="Tokens generated per prompt."),
     only: str = typer.Option("generation,split", help="Sections to run: generation, split or both."),
     split_pools: str = typer.Option("cpu:cpu2", "--split-pools", help="FIRST:SECOND pools of the split section; gpu:cpu on a GPU host (pools named gpu* get a GPU worker)."),
+    wire_dtype: str = typer.Option("float32", "--wire-dtype", help="dtype the split section's jobs carry their photos in: float32 or float16 (half the bytes)."),
 ) -> None:
     """Latency of generation jobs and of a split model through the pipeline vs the runners direct."""
     from rich.console import Console
@@ -100,6 +101,8 @@ def serving(
         parse_split(f"m={split_pools}")
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--split-pools") from None
+    if wire_dtype not in ("float32", "float16"):
+        raise typer.BadParameter(f"must be float32 or float16, got {wire_dtype!r}", param_hint="--wire-dtype")
     console = Console(stderr=True)
     report: dict[str, Any] = {"bench": "serving", "rounds": rounds, "jobs_per_round": jobs, "worker_threads": 1}
     try:
@@ -115,7 +118,7 @@ def serving(
             if "generation" in wanted:
                 report["generation"] = [generation(settings, m, rounds, jobs, new_tokens, log_dir, tick) for m in names]
             if "split" in wanted:
-                report["split"] = split(settings, rounds, jobs, log_dir, tick, bar, split_pools)
+                report["split"] = split(settings, rounds, jobs, log_dir, tick, bar, split_pools, wire_dtype)
     except AdaserveError as exc:
         console.print(f"[red]adaserve bench serving: {exc}[/red]")
         raise typer.Exit(2) from None

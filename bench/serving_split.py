@@ -53,8 +53,9 @@ def ensure_built(data_dir: Path, progress: Any, say: Callable[[str], None]) -> s
 
 
 def split(settings: Any, rounds: int, jobs: int, log_dir: Path, tick: Callable[[str], None],
-          progress: Any, pools: str = POOLS) -> dict[str, Any]:
-    """Pipeline and direct medians for ``whole`` and ``split``, or ``{"skipped": reason}``."""
+          progress: Any, pools: str = POOLS, wire_dtype: str = "float32") -> dict[str, Any]:
+    """Pipeline and direct medians for ``whole`` and ``split``, or ``{"skipped": reason}``; the
+    jobs carry the photos as ``wire_dtype`` (the runners direct always get the model's float32)."""
     from adaserve.broker import load_settings
     from adaserve.models.datasets import sample_inputs
     from adaserve.planner.placement import parse_split
@@ -67,6 +68,7 @@ def split(settings: Any, rounds: int, jobs: int, log_dir: Path, tick: Callable[[
     spec = parse_split(f"{MODEL}={pools}")
     images, _ = sample_inputs(MODEL, IMAGES, seed=0)
     batch = np.stack([x["image"] for x in images])
+    sent = [{k: v.astype(wire_dtype) for k, v in x.items()} for x in images]
     where = {"whole": spec.first, "part1": spec.first, "part2": spec.second}
     runners = {v: load_runner(MODEL, v, device_of(p), settings.data_dir, threads=1) for v, p in where.items()}
 
@@ -77,7 +79,7 @@ def split(settings: Any, rounds: int, jobs: int, log_dir: Path, tick: Callable[[
     other = load_settings(**{**settings.model_dump(), "namespace": settings.namespace + "s"})
 
     def make() -> Any:
-        return make_job(MODEL, images, 60_000.0, run="bench-serving")
+        return make_job(MODEL, sent, 60_000.0, run="bench-serving")
 
     pipeline: dict[str, list[list[float]]] = {"whole": [], "split": []}
     direct: dict[str, list[list[float]]] = {"whole": [], "split": []}
@@ -104,7 +106,8 @@ def split(settings: Any, rounds: int, jobs: int, log_dir: Path, tick: Callable[[
                 for s in stacks.values():
                     s.check()
     tick(f"{MODEL}: done")
-    return {"model": MODEL, "images_per_job": IMAGES, "planner_split": f"{MODEL}={pools}",
+    return {"model": MODEL, "images_per_job": IMAGES, "planner_split": f"{MODEL}={pools}", "wire_dtype": wire_dtype,
+            "job_bytes": sum(v.nbytes for x in sent for v in x.values()),
             "devices": {v: device_of(p) for v, p in where.items()},
             "whole": summary(pipeline["whole"], direct["whole"]), "split": summary(pipeline["split"], direct["split"])}
 

@@ -75,3 +75,8 @@ def test_split_pools_that_do_not_name_two_pools_are_a_usage_error(pools: str) ->
 
 def test_pools_named_gpu_run_on_the_gpu() -> None:
     assert [serving_split.device_of(p) for p in ("gpu", "gpu2", "cpu", "cpu2")] == ["gpu", "gpu", "cpu", "cpu"]
+
+
+def test_a_wire_dtype_other_than_float32_or_float16_is_a_usage_error() -> None:
+    res = _invoke("--only", "split", "--wire-dtype", "uint8")
+    assert res.exit_code != 0 and "--wire-dtype" in res.output
