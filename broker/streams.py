@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import redis
 
-from adaserve.broker.codec import FIELD, encode_map
+from adaserve.broker.codec import FIELD, decode, encode_map
+from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.events import Event
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,24 @@ def dead_letter(
 
 def event_bytes(**body: object) -> bytes:
     return encode_map({"v": 1, "type": "event", **body})
+
+
+def last_id(r: "redis.Redis[bytes]", stream: str) -> str:
+    """The newest entry's id (``0-0`` for an empty stream): a cursor meaning "from now on", which
+    XREAD's ``$`` is not once a read has blocked (entries added between two reads are skipped)."""
+    newest = r.xrevrange(stream, count=1)
+    return _s(newest[0][0]) if newest else "0-0"
+
+
+def events(entries: list[Entry]) -> Iterator[tuple[Entry, Event]]:
+    """The telemetry events in ``entries``; deleted, undecodable or non-event entries are skipped
+    (a reader of telemetry never stops on one bad entry)."""
+    for e in entries:
+        if e.raw is None:
+            continue
+        try:
+            ev = decode(e.raw)
+        except InvalidMessage:
+            continue
+        if getattr(ev, "type", None) == "event":
+            yield e, ev  # type: ignore[misc]

@@ -2,7 +2,9 @@
 
 What fails becomes a rejection queued on the caller's pipeline (result, dead letter, event, ack);
 what passes comes back with the ids of its requests that already ended, which is non-empty only
-when an entry is redelivered (another planner died holding it).
+when an entry is redelivered (another planner died holding it). ``keep`` and ``reclaim`` are the
+two halves of that hand-over: a planner keeps the entries it holds fresh, and takes over those
+another planner left idle.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 import redis
 
+from adaserve.broker import streams
 from adaserve.broker.codec import decode
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Finalizer
@@ -64,6 +67,18 @@ class Intake:
             else:
                 out.append((e, job, done.get(job.id, set())))
         return out
+
+    def keep(self, consumer: str, entry_ids: Sequence[str]) -> None:
+        """Reset the idle time of the entries ``consumer`` still holds, so no other planner
+        reclaims them while their requests wait here."""
+        for i in range(0, len(entry_ids), 500):
+            self.r.xclaim(self.keys.jobs, PLANNER_GROUP, consumer, 0, list(entry_ids[i:i + 500]), justid=True)
+
+    def reclaim(self, consumer: str, mine: set[str]) -> list[Entry]:
+        """Entries idle past ``reclaim_idle_ms`` in other planners' hands, now ``consumer``'s."""
+        got = streams.reclaim(self.r, self.keys.jobs, PLANNER_GROUP, consumer,
+                              min_idle_ms=self.settings.reclaim_idle_ms)
+        return [e for e in got if e.id not in mine]
 
     def _ended(self, jobs: list[Job]) -> dict[str, set[str]]:
         """Requests of redelivered jobs that already ended (their ``d:<id>`` flags)."""

@@ -15,23 +15,20 @@ import time
 
 from adaserve.broker import streams
 from adaserve.broker.clock import ServerClock
-from adaserve.broker.codec import decode
 from adaserve.broker.connection import connect
-from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
 from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Limits, Settings
-from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
-from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
 from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
+from adaserve.planner.core import Decision, Pending, Scheduler
+from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
+from adaserve.planner.follow import Follower
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
 from adaserve.planner.placement import parse_splits, place
-from adaserve.planner.pools import Pools
-from adaserve.planner.state import Ewma, HeldJob, Inflight
+from adaserve.planner.state import HeldJob
 
 __all__ = ["Planner"]
 log = logging.getLogger("adaserve.planner")
@@ -51,13 +48,10 @@ class Planner:
         self.factory = factory or default_factory(self.config.policy, self.config.modality, settings)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
-        self.pools = Pools(settings.worker_ttl_s)
-        self.inflight = Inflight()
-        self.wait = {}  # type: dict[str, Ewma]
+        self.follow = Follower(self.r, self.keys, settings.worker_ttl_s)
+        self.pools = self.follow.pools
         self.clock = ServerClock()
-        self._tele_last = "0-0"
         self._next_clock = self._next_touch = 0.0
-        self._known_groups: set[str] = set()
         self._stalled = False
         self._pipe = self.r.pipeline(transaction=False)
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
@@ -76,13 +70,7 @@ class Planner:
     def start(self) -> None:
         streams.ensure_group(self.r, self.keys.jobs, PLANNER_GROUP)
         self._sync_clock()
-        last = self.r.xrevrange(self.keys.telemetry, count=1)
-        self._tele_last = last[0][0].decode() if last else "0-0"
-        for raw in self.r.hvals(self.keys.workers):
-            try:
-                self.pools.heartbeat(WorkerHeartbeat.model_validate(decode_map(raw)))
-            except Exception:  # noqa: BLE001 - a stale or foreign entry in the hash is skipped
-                continue
+        self.follow.start()
         self._reclaim()
 
     def run(self, stop: threading.Event) -> None:
@@ -105,20 +93,20 @@ class Planner:
         self.pools.refresh(self.now_ms())
         if self.pools.workers == 0:
             # No worker to plan for: leave jobs in the stream rather than reject them as unknown.
-            self._read_telemetry(block_ms=200)
+            self.follow.read(200, self.scheds)
         elif self._pending() and not any(v.free > 0 for v in self.pools.views.values()):
             # Only a finished batch (a telemetry event) can free a slot.
-            self._read_telemetry(block_ms=20)
+            self.follow.read(20, self.scheds)
             self._read_ingress(block_ms=None)
         else:
             # Pending work that no scheduler released last time (MOSEL's jobs wait for their first
             # monitor pass) is worth a short wait on ingress instead of a busy loop.
             idle = self.settings.block_ms if not self._pending() else (2 if self._stalled else None)
             self._read_ingress(block_ms=idle)
-            self._read_telemetry(block_ms=None)
+            self.follow.read(None, self.scheds)
         self._stalled = False
         if self._pending():
-            self._refresh_inflight()
+            self.follow.refresh_inflight()
             self._stalled = not self._dispatch()
         self._scheduler_events()
         self._housekeeping()
@@ -167,61 +155,13 @@ class Planner:
             s = self.scheds[model] = self.factory(model, profile)
         return s
 
-    # -- telemetry -----------------------------------------------------------------------------
-    def _read_telemetry(self, block_ms: int | None) -> None:
-        for e in streams.read(self.r, {self.keys.telemetry: self._tele_last}, count=1024, block_ms=block_ms):
-            self._tele_last = e.id
-            if e.raw is None:
-                continue
-            try:
-                ev = decode(e.raw)
-            except InvalidMessage:
-                continue
-            if isinstance(ev, WorkerHeartbeat):
-                self.pools.heartbeat(ev)
-            elif isinstance(ev, WorkerStopped):
-                self.pools.forget(ev.worker)
-            elif isinstance(ev, BatchFinished):
-                self._finished(ev)
-
-    def _finished(self, ev: BatchFinished) -> None:
-        sent = self.inflight.pop(ev.batch_id)
-        if sent is not None:
-            self.wait.setdefault(ev.pool, Ewma()).add(max(ev.ts - ev.exec_ms - sent[1], 0.0))
-        sched = self.scheds.get(ev.model)
-        # One part of a split model is not the batch latency the policy models; the planner keeps
-        # learning from whole runs (per-part models belong to placement).
-        if sched is not None and ev.part is None:
-            sched.observe(Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
-                                   tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool, ev.variant))
-
     # -- dispatch ------------------------------------------------------------------------------
-    def _refresh_inflight(self) -> None:
-        """Read each pool's in-flight count (``lag + pending`` of its group) from the server."""
-        views = list(self.pools.views.values())
-        for v in views:
-            if v.name not in self._known_groups:
-                streams.ensure_group(self.r, self.keys.batches(v.name), v.name)
-                self._known_groups.add(v.name)
-        with self.r.pipeline(transaction=False) as p:
-            for v in views:
-                p.xinfo_groups(self.keys.batches(v.name))
-            replies = p.execute(raise_on_error=False)
-        for v, groups in zip(views, replies):
-            if isinstance(groups, Exception):
-                continue
-            for g in groups:
-                if _s(g.get("name")) == v.name:
-                    lag = g.get("lag")
-                    v.inflight = int(g.get("pending", 0)) + int(lag if lag is not None else 0)
-
     def _dispatch(self) -> bool:
         """Send batches while pools have free slots; True when at least one went out."""
         now_ms = self.now_ms()
         sent = False
         for model, sched in self.scheds.items():
-            ahead = self._ahead_ms(model)
-            self._expire(sched.expire((now_ms + ahead) / 1000.0), now_ms)
+            self._expire(sched.expire((now_ms + self.follow.ahead_ms(model)) / 1000.0), now_ms)
         progress = True
         while progress:
             progress = False
@@ -232,18 +172,14 @@ class Planner:
                 if not ready:
                     continue
                 _, model = min(ready)
-                wait_ms = self.wait.get(pool.name, Ewma()).value
-                decision = self.scheds[model].next_batch((now_ms + wait_ms) / 1000.0, self.config.max_batch)
+                decision = self.scheds[model].next_batch((now_ms + self.follow.wait_ms(pool.name)) / 1000.0,
+                                                         self.config.max_batch)
                 self._expire(decision.expired, now_ms)
                 if decision.batch:
                     self._send(model, pool.name, decision, now_ms)
                     pool.inflight += 1
                     progress = sent = True
         return sent
-
-    def _ahead_ms(self, model: str) -> float:
-        waits = [self.wait[p.name].value for p in self.pools.serving(model) if p.name in self.wait]
-        return min(waits) if waits else 0.0
 
     def _plan(self, model: str, pool: str, decision: Decision) -> Plan:
         serving = {v.name for v in self.pools.serving(model)}
@@ -254,7 +190,7 @@ class Planner:
         batch = build_batch(model, items, now_ms, self._plan(model, pool, decision))
         self._pipe.xadd(self.keys.batches(pool), {b"m": batch_bytes(batch)},
                         maxlen=self.settings.stream_maxlen, approximate=True)
-        self.inflight.add(batch.id, pool, now_ms)
+        self.follow.inflight.add(batch.id, pool, now_ms)
         self._event("batch.dispatched", batch_id=batch.id, pool=pool, model=model, variant=batch.plan.variant,
                     size=len(items), predicted_ms=predicted_s * 1000.0)
         for p in items:
@@ -297,19 +233,14 @@ class Planner:
         t = time.time()
         if t >= self._next_clock:
             self._sync_clock()
-            self.inflight.prune(self.now_ms() - 10 * self.settings.reclaim_idle_ms)
+            self.follow.inflight.prune(self.now_ms() - 10 * self.settings.reclaim_idle_ms)
         if t >= self._next_touch:
             self._next_touch = t + self.settings.reclaim_idle_ms / 3000.0
-            ids = [h.entry_id for h in self.held.values()]
-            for i in range(0, len(ids), 500):
-                # Reset the idle time of entries we still hold so no other planner reclaims them.
-                self.r.xclaim(self.keys.jobs, PLANNER_GROUP, self.consumer, 0, ids[i:i + 500], justid=True)
+            self.intake.keep(self.consumer, [h.entry_id for h in self.held.values()])
             self._reclaim()
 
     def _reclaim(self) -> None:
-        mine = {h.entry_id for h in self.held.values()}
-        got = [e for e in streams.reclaim(self.r, self.keys.jobs, PLANNER_GROUP, self.consumer,
-                                          min_idle_ms=self.settings.reclaim_idle_ms) if e.id not in mine]
+        got = self.intake.reclaim(self.consumer, {h.entry_id for h in self.held.values()})
         if got:
             log.info("reclaimed %d job entries from other planners", len(got))
             self._admit(got)
@@ -318,12 +249,3 @@ class Planner:
         self._pipe.xadd(self.keys.telemetry, {b"m": streams.event_bytes(event=name, ts=self.now_ms(), **body)},
                         maxlen=self.settings.telemetry_maxlen, approximate=True)
 
-
-def _s(x: object) -> str:
-    return x.decode() if isinstance(x, bytes) else str(x)
-
-
-def decode_map(raw: bytes) -> dict[str, object]:
-    import msgpack
-
-    return msgpack.unpackb(raw, raw=False)

@@ -19,7 +19,7 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import EVENT_TYPES, Event
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
-from adaserve.broker.streams import read
+from adaserve.broker.streams import last_id, read
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,7 @@ class TelemetryReader:
     def latest_id(self) -> str:
         """Resolving ``$`` once: XREAD with ``$`` again after each block would skip entries
         added between two reads."""
-        rows = _rows(self._r.xrevrange(self.stream, count=1))
-        return rows[0][0] if rows else "0-0"
+        return last_id(self._r, self.stream)
 
 
 def _rows(reply: Any) -> list[tuple[str, bytes | None]]:

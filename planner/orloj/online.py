@@ -16,12 +16,10 @@ from dataclasses import asdict, dataclass
 
 import redis
 
-from adaserve.broker.codec import decode
-from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
-from adaserve.broker.streams import Entry, read
+from adaserve.broker.streams import Entry, events, last_id, read
 
 __all__ = ["Rerun", "drain_samples", "enqueue_reruns", "latest_id", "sample_entries", "sample_finished", "samples_key"]
 
@@ -52,13 +50,7 @@ class Rerun:
 def sample_entries(entries: list[Entry], rate: float, rng: random.Random) -> list[Rerun]:
     """The completed requests of the ``batch.finished`` events in ``entries``, each kept with ``rate``."""
     picked: list[Rerun] = []
-    for e in entries:
-        if e.raw is None:
-            continue
-        try:
-            ev = decode(e.raw)
-        except InvalidMessage:
-            continue
+    for _, ev in events(entries):
         if isinstance(ev, BatchFinished):
             for item in ev.items:
                 if item.status == "completed" and rng.random() < rate:
@@ -69,8 +61,7 @@ def sample_entries(entries: list[Entry], rate: float, rng: random.Random) -> lis
 
 def latest_id(r: "redis.Redis[bytes]", settings: Settings) -> str:
     """The id of the newest telemetry entry (``0-0`` for an empty stream): a cursor meaning "from now"."""
-    last = r.xrevrange(Keys(settings.namespace).telemetry, count=1)
-    return last[0][0].decode() if last else "0-0"
+    return last_id(r, Keys(settings.namespace).telemetry)
 
 
 def sample_finished(r: "redis.Redis[bytes]", settings: Settings, *, cursor: str = "$", rate: float = 0.05,

@@ -3,6 +3,7 @@ import redis
 
 from adaserve.broker import Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, probe
 from adaserve.broker import streams
+from adaserve.broker.codec import encode_map
 
 
 def test_probe_reports_streams_capabilities(r: "redis.Redis[bytes]") -> None:
@@ -84,3 +85,15 @@ def test_finalizer_keeps_the_job_hash_and_reply_stream_for_the_result_ttl(
     assert fin.end([_end("r0", "completed"), _end("r1", "completed")]) == 2
     for key in (k.job("j"), k.reply("c")):
         assert 0 < r.ttl(key) <= settings.result_ttl_s
+
+
+def test_last_id_and_events_skip_what_is_not_an_event(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    stream = Keys(settings.namespace).telemetry
+    assert streams.last_id(r, stream) == "0-0"
+    good = r.xadd(stream, {b"m": streams.event_bytes(event="worker.stopped", ts=1.0, worker="w", pool="cpu")})
+    r.xadd(stream, {b"m": b"\xc1"})  # undecodable
+    r.xadd(stream, {b"other": b"x"})  # no message field
+    last = r.xadd(stream, {b"m": encode_map({"v": 1, "type": "result", "job_id": "j"})}).decode()  # not an event
+    assert streams.last_id(r, stream) == last
+    got = list(streams.events(streams.read(r, {stream: "0-0"})))
+    assert [(e.id, ev.event) for e, ev in got] == [(good.decode(), "worker.stopped")]

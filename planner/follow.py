@@ -1,0 +1,103 @@
+"""What the planner learns from outside its own decisions: live workers and their free slots,
+when each dispatched batch finished, and the latency feedback its schedulers learn from.
+
+Workers announce themselves on the telemetry stream (heartbeats, ``worker.stopped``) and report
+every batch there (``batch.finished``). Free slots come from the server, not from counting: a
+pool's in-flight batches are its consumer group's ``lag + pending`` (XINFO GROUPS), so several
+planners sharing the pools agree on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import msgpack
+
+from adaserve.broker import streams
+from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
+from adaserve.broker.keys import Keys
+from adaserve.planner.core import Feedback, Scheduler
+from adaserve.planner.pools import Pools
+from adaserve.planner.state import Ewma, Inflight
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["Follower"]
+
+
+class Follower:
+    """Pools, in-flight batches and per-pool queueing delay, kept current from the server."""
+
+    def __init__(self, r: "redis.Redis[bytes]", keys: Keys, worker_ttl_s: float) -> None:
+        self.r, self.keys = r, keys
+        self.pools = Pools(worker_ttl_s)
+        self.inflight = Inflight()
+        self.wait: dict[str, Ewma] = {}  # pool -> ms a batch waits there before it starts
+        self._last = "0-0"
+        self._known_groups: set[str] = set()
+
+    def start(self) -> None:
+        """Follow telemetry from now on; the workers alive now come from their registry hash."""
+        self._last = streams.last_id(self.r, self.keys.telemetry)
+        for raw in self.r.hvals(self.keys.workers):
+            try:
+                self.pools.heartbeat(WorkerHeartbeat.model_validate(msgpack.unpackb(raw, raw=False)))
+            except Exception:  # noqa: BLE001 - a stale or foreign entry in the hash is skipped
+                continue
+
+    def read(self, block_ms: int | None, scheds: Mapping[str, Scheduler]) -> None:
+        """Apply the telemetry that arrived since the last read (waiting up to ``block_ms``)."""
+        entries = streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms)
+        if entries:
+            self._last = entries[-1].id
+        for _, ev in streams.events(entries):
+            if isinstance(ev, WorkerHeartbeat):
+                self.pools.heartbeat(ev)
+            elif isinstance(ev, WorkerStopped):
+                self.pools.forget(ev.worker)
+            elif isinstance(ev, BatchFinished):
+                self._finished(ev, scheds)
+
+    def _finished(self, ev: BatchFinished, scheds: Mapping[str, Scheduler]) -> None:
+        sent = self.inflight.pop(ev.batch_id)
+        if sent is not None:
+            self.wait.setdefault(ev.pool, Ewma()).add(max(ev.ts - ev.exec_ms - sent[1], 0.0))
+        sched = scheds.get(ev.model)
+        # One part of a split model is not the batch latency the policy models; the planner keeps
+        # learning from whole runs (per-part models belong to placement).
+        if sched is not None and ev.part is None:
+            sched.observe(Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
+                                   tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool, ev.variant))
+
+    def wait_ms(self, pool: str) -> float:
+        return self.wait.get(pool, Ewma()).value
+
+    def ahead_ms(self, model: str) -> float:
+        """The shortest queueing delay among the pools serving ``model`` (0 before any feedback)."""
+        waits = [self.wait[p.name].value for p in self.pools.serving(model) if p.name in self.wait]
+        return min(waits) if waits else 0.0
+
+    def refresh_inflight(self) -> None:
+        """Read each pool's in-flight count (``lag + pending`` of its group) from the server."""
+        views = list(self.pools.views.values())
+        for v in views:
+            if v.name not in self._known_groups:
+                streams.ensure_group(self.r, self.keys.batches(v.name), v.name)
+                self._known_groups.add(v.name)
+        with self.r.pipeline(transaction=False) as p:
+            for v in views:
+                p.xinfo_groups(self.keys.batches(v.name))
+            replies = p.execute(raise_on_error=False)
+        for v, groups in zip(views, replies):
+            if isinstance(groups, Exception):
+                continue
+            for g in groups:
+                if _text(g.get("name")) == v.name:
+                    lag = g.get("lag")
+                    v.inflight = int(g.get("pending", 0)) + int(lag if lag is not None else 0)
+
+
+def _text(x: object) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)

@@ -1,0 +1,71 @@
+"""The planner's view of the workers, kept from a real server: heartbeats, stops, finished
+batches and the in-flight count of each pool's consumer group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import redis
+
+from adaserve.broker import Settings, streams
+from adaserve.broker.events import WorkerHeartbeat
+from adaserve.broker.keys import Keys
+from adaserve.planner.core import Feedback
+from adaserve.planner.follow import Follower
+
+
+class _Learner:
+    def __init__(self) -> None:
+        self.seen: list[Feedback] = []
+
+    def observe(self, fb: Feedback) -> None:
+        self.seen.append(fb)
+
+
+def _event(r: "redis.Redis[bytes]", keys: Keys, **body: Any) -> None:
+    r.xadd(keys.telemetry, {b"m": streams.event_bytes(**body)})
+
+
+def _beat(worker: str, pool: str, ts: float) -> dict[str, Any]:
+    return {"event": "worker.heartbeat", "ts": ts, "worker": worker, "pool": pool, "slots": 2, "models": ["m"]}
+
+
+def _finished(batch_id: str, ts: float, part: int | None = None) -> dict[str, Any]:
+    item = {"job_id": "j", "request_id": "r", "app": "a", "status": "completed", "queue_ms": 1.0,
+            "exec_ms": 4.0, "total_ms": 6.0}
+    return {"event": "batch.finished", "ts": ts, "batch_id": batch_id, "pool": "cpu", "worker": "w1",
+            "model": "m", "size": 1, "exec_ms": 5.0, "items": [item], "part": part}
+
+
+def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
+        settings: Settings, r: "redis.Redis[bytes]") -> None:
+    keys = Keys(settings.namespace)
+    r.hset(keys.workers, "w0", msgpack.packb(_beat("w0", "gpu", 1000.0)))
+    _event(r, keys, **_beat("old", "cpu", 900.0))  # before start: not replayed
+    f = Follower(r, keys, worker_ttl_s=5.0)
+    f.start()
+    learner = _Learner()
+    f.inflight.add("b1", "cpu", 1000.0)
+    for body in (_beat("w1", "cpu", 1000.0), _finished("b1", 1020.0), _finished("b2", 1030.0, part=1),
+                 {"event": "worker.stopped", "ts": 1040.0, "worker": "w0", "pool": "gpu"}):
+        _event(r, keys, **body)
+    f.read(None, {"m": learner})  # type: ignore[dict-item]
+    f.pools.refresh(1050.0)
+    assert sorted(f.pools.views) == ["cpu"]  # w0 stopped, "old" was never seen
+    # Only the whole run teaches the policy; b1 waited 20 - 5 ms before it started.
+    assert [(fb.size, fb.exec_s, fb.apps) for fb in learner.seen] == [(1, 0.005, ("a",))]
+    assert f.wait_ms("cpu") == 15.0 and f.ahead_ms("m") == 15.0 and f.wait_ms("gpu") == 0.0
+
+
+def test_inflight_is_the_groups_lag_plus_pending(settings: Settings, r: "redis.Redis[bytes]") -> None:
+    keys = Keys(settings.namespace)
+    f = Follower(r, keys, worker_ttl_s=5.0)
+    f.pools.heartbeat(WorkerHeartbeat(**_beat("w1", "cpu", 1000.0)))
+    f.pools.refresh(1000.0)
+    f.refresh_inflight()  # creates the pool's group
+    for _ in range(3):
+        r.xadd(keys.batches("cpu"), {b"m": b"x"})
+    streams.read_group(r, [keys.batches("cpu")], "cpu", "w1", count=1, block_ms=None)  # 1 pending, 2 lag
+    f.refresh_inflight()
+    assert f.pools.views["cpu"].inflight == 3 and f.pools.views["cpu"].free == 0
