@@ -31,13 +31,12 @@ class Rls:
         self.observations += 1
 
 
-class LinearLatency:
-    """``l(k) = c0 + c1 * k`` seconds for a batch of ``k``."""
+class RlsCoefficients:
+    """The fitted ``c0`` and ``c1`` of a subclass's ``_rls``, floored: noise early on can push
+    the estimates below zero, and a latency is never negative nor free per unit of ``x``."""
 
-    def __init__(self, c0: float = 0.005, c1: float = 0.002, *, forget: float = 0.995, prior_weight: float = 4.0) -> None:
-        if c0 < 0 or c1 < 0:
-            raise ValueError("latency coefficients must be non-negative")
-        self._rls = Rls(c0, c1, np.eye(2) / prior_weight, forget=forget)
+    C1_FLOOR = 1e-6
+    _rls: Rls
 
     @property
     def observations(self) -> int:
@@ -49,7 +48,16 @@ class LinearLatency:
 
     @property
     def c1(self) -> float:
-        return float(max(self._rls.theta[1], 1e-6))
+        return float(max(self._rls.theta[1], self.C1_FLOOR))
+
+
+class LinearLatency(RlsCoefficients):
+    """``l(k) = c0 + c1 * k`` seconds for a batch of ``k``."""
+
+    def __init__(self, c0: float = 0.005, c1: float = 0.002, *, forget: float = 0.995, prior_weight: float = 4.0) -> None:
+        if c0 < 0 or c1 < 0:
+            raise ValueError("latency coefficients must be non-negative")
+        self._rls = Rls(c0, c1, np.eye(2) / prior_weight, forget=forget)
 
     def predict(self, size: int) -> float:
         """Seconds a batch of ``size`` is expected to take."""

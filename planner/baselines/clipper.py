@@ -25,17 +25,18 @@ class ClipperScheduler:
             raise ValueError("start, step >= 1, backoff in (0, 1) and max_batch >= 1 are required")
         self.size = float(start)
         self.step, self.backoff, self.max_batch = step, backoff, max_batch
-        self.slo_s: float | None = None
         self.drop_late = drop_late
         self._q = FifoQueue()
+
+    @property
+    def slo_s(self) -> float | None:
+        """The latency objective: the tightest deadline - arrival seen so far."""
+        return self._q.slo_s
 
     def __len__(self) -> int:
         return len(self._q)
 
     def add(self, item: Pending, now: float) -> None:
-        slo = item.deadline - item.arrival
-        if slo > 0:
-            self.slo_s = slo if self.slo_s is None else min(self.slo_s, slo)
         self._q.push(item)
 
     def expire(self, now: float) -> list[Pending]:

@@ -1,4 +1,8 @@
-"""A first-come-first-served queue whose members can also leave by deadline (lazy deletion)."""
+"""A first-come-first-served queue whose members can also leave by deadline (lazy deletion).
+
+It also keeps the tightest latency objective it has seen (a member's deadline minus its arrival):
+the baselines that size batches against "the SLO" learn it from the requests themselves.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +20,15 @@ class FifoQueue:
         self._deadlines: list[tuple[float, int]] = []
         self._live: dict[int, Pending] = {}
         self._seq = 0
+        self.slo_s: float | None = None
 
     def __len__(self) -> int:
         return len(self._live)
 
     def push(self, item: Pending) -> None:
+        slo = item.deadline - item.arrival
+        if slo > 0:
+            self.slo_s = slo if self.slo_s is None else min(self.slo_s, slo)
         self._seq += 1
         self._order.append(self._seq)
         heapq.heappush(self._deadlines, (item.deadline, self._seq))

@@ -25,8 +25,12 @@ class NexusScheduler:
             raise ValueError("sizes must be positive batch sizes")
         self.latency = latency if latency is not None else MeanLatency()
         self.sizes = tuple(sorted(sizes))
-        self.slo_s: float | None = None
         self._q = FifoQueue()
+
+    @property
+    def slo_s(self) -> float | None:
+        """The latency objective: the tightest deadline - arrival seen so far."""
+        return self._q.slo_s
 
     def __len__(self) -> int:
         return len(self._q)
@@ -40,9 +44,6 @@ class NexusScheduler:
         return min(best, max_size)
 
     def add(self, item: Pending, now: float) -> None:
-        slo = item.deadline - item.arrival
-        if slo > 0:
-            self.slo_s = slo if self.slo_s is None else min(self.slo_s, slo)
         self._q.push(item)
 
     def expire(self, now: float) -> list[Pending]:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaserve.planner.latency import Rls
+from adaserve.planner.latency import Rls, RlsCoefficients
 
 __all__ = ["BatchLatencyFit"]
 
 
-class BatchLatencyFit:
+class BatchLatencyFit(RlsCoefficients):
+    C1_FLOOR = 1e-4  # c1 multiplies k * E[max] (seconds), not a count
+
     def __init__(self, c0: float = 0.005, c1: float = 0.2, *, forget: float = 0.995,
                  prior_weight: float = 5.0, noise_s: float = 0.005) -> None:
         if c0 < 0 or c1 <= 0:
@@ -28,18 +30,6 @@ class BatchLatencyFit:
         # prior then counts as about ``prior_weight`` batches measured to ``noise_s``.
         spread = np.array([max(c0, 0.01), c1]) ** 2
         self._rls = Rls(c0, c1, np.diag(spread) / (noise_s**2 * prior_weight), forget=forget)
-
-    @property
-    def observations(self) -> int:
-        return self._rls.observations
-
-    @property
-    def c0(self) -> float:
-        return float(max(self._rls.theta[0], 0.0))
-
-    @property
-    def c1(self) -> float:
-        return float(max(self._rls.theta[1], 1e-4))
 
     def predict(self, size: int, expected_max: float) -> float:
         """Seconds a batch of ``size`` whose expected maximum is ``expected_max`` takes."""
