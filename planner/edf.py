@@ -8,10 +8,8 @@ batch of one are expired.
 
 from __future__ import annotations
 
-import heapq
-import itertools
-
 from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.deadlines import DeadlineHeap
 from adaserve.planner.latency import LinearLatency
 
 
@@ -20,31 +18,27 @@ class EdfScheduler:
 
     def __init__(self, latency: LinearLatency | None = None) -> None:
         self.latency = latency or LinearLatency()
-        self._heap: list[tuple[float, int, Pending]] = []
-        self._seq = itertools.count()
+        self._q = DeadlineHeap()
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._q)
 
     def add(self, item: Pending, now: float) -> None:
-        heapq.heappush(self._heap, (item.deadline, next(self._seq), item))
+        self._q.push(item)
 
     def earliest_deadline(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+        return self._q.earliest()
 
     def expire(self, now: float) -> list[Pending]:
-        alone = self.latency.predict(1)
-        out: list[Pending] = []
-        while self._heap and self._heap[0][0] < now + alone:
-            out.append(heapq.heappop(self._heap)[2])
-        return out
+        return self._q.expire_before(now + self.latency.predict(1))
 
     def next_batch(self, now: float, max_size: int) -> Decision:
         expired = self.expire(now)
-        if not self._heap:
+        first = self._q.earliest()
+        if first is None:
             return Decision(expired=expired)
-        k = self.latency.largest_within(self._heap[0][0] - now, min(max_size, len(self._heap)))
-        batch = [heapq.heappop(self._heap)[2] for _ in range(max(k, 1))]
+        k = self.latency.largest_within(first - now, min(max_size, len(self._q)))
+        batch = self._q.pop(max(k, 1))
         return Decision(batch=batch, expired=expired, predicted_s=self.latency.predict(len(batch)))
 
     def observe(self, feedback: Feedback) -> None:

@@ -17,10 +17,10 @@ the window, the batch that had been planned for it fails (its requests end as ex
 from __future__ import annotations
 
 import heapq
-import itertools
 
 from adaserve.planner.baselines.point import MeanLatency
 from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.deadlines import DeadlineHeap
 
 __all__ = ["ClockworkScheduler"]
 
@@ -37,34 +37,29 @@ class ClockworkScheduler:
         self.latency = latency if latency is not None else MeanLatency()
         self.sizes = tuple(sorted(sizes))
         self.window = action_window_s
-        self._heap: list[tuple[float, int, Pending]] = []
-        self._seq = itertools.count()
+        self._q = DeadlineHeap()
         self._free_at: list[float] = []  # predicted completion of each batch in flight
         self._done: list[float] = []  # predicted completion of batches that finished, not yet checked
         self.rejected_batches = 0
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self._q)
 
     def add(self, item: Pending, now: float) -> None:
-        heapq.heappush(self._heap, (item.deadline, next(self._seq), item))
+        self._q.push(item)
 
     def expire(self, now: float) -> list[Pending]:
-        alone = self.latency.predict(1)
-        out: list[Pending] = []
-        while self._heap and self._heap[0][0] < now + alone:
-            out.append(heapq.heappop(self._heap)[2])
-        return out
+        return self._q.expire_before(now + self.latency.predict(1))
 
     def _form(self, now: float, max_size: int) -> list[Pending]:
-        if not self._heap:
+        first = self._q.earliest()
+        if first is None:
             return []
-        first = self._heap[0][0]
         k = 1
         for size in self.sizes:
-            if size <= min(max_size, len(self._heap)) and now + self.latency.predict(size) <= first:
+            if size <= min(max_size, len(self._q)) and now + self.latency.predict(size) <= first:
                 k = size
-        return [heapq.heappop(self._heap)[2] for _ in range(k)]
+        return self._q.pop(k)
 
     def next_batch(self, now: float, max_size: int) -> Decision:
         expired = self.expire(now)
@@ -90,4 +85,4 @@ class ClockworkScheduler:
         self.latency.update(feedback)
 
     def earliest_deadline(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
+        return self._q.earliest()
