@@ -37,9 +37,10 @@ def _targets(models: list[str], data_dir: Path, progress: Any) -> list[tuple[str
         except ModelNotFound as exc:
             say(f"skipping {m}: {exc}")
             continue
-        lm = [v.name for v in info.variants if v.kind == "lm-exit"]
+        depths = [v.name for v in info.variants if v.kind == "lm-exit"]
+        ends = (depths[0], depths[-1]) if depths else ()
         out += [(m, v.name) for v in info.variants
-                if not (v.kind == "exit" and v.name != "default") and (v.kind != "lm-exit" or v.name in (lm[0], lm[-1]))]
+                if (v.kind != "exit" or v.name == "default") and (v.kind != "lm-exit" or v.name in ends)]
     return out
 
 
@@ -65,11 +66,11 @@ def gpu(
         raise typer.BadParameter(f"batch sizes must be integers, got {batches!r}", param_hint="--batches") from None
     if not sizes or sizes[0] < 1 or sizes[-1] > 256:
         raise typer.BadParameter(f"batch sizes must lie in 1..256, got {batches!r}", param_hint="--batches")
-    settings = load_settings()
     reason = gpu_unavailable()
     energy = energy_counter() if reason is None else None
     rows: list[dict[str, Any]] = []
     try:
+        settings = load_settings()
         with Progress(console=console, transient=as_json) as bar:
             targets = _targets([m.strip() for m in models.split(",") if m.strip()], settings.data_dir, bar)
             task = bar.add_task("variants", total=len(targets) * len(sizes))

@@ -6,6 +6,7 @@ set -uo pipefail
 out="${1:-out/gpu}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 export ADASERVE_DATA_DIR="${ADASERVE_DATA_DIR:-$out/data}" PYTHONUNBUFFERED=1
 status=0
