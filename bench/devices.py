@@ -16,11 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from adaserve.workers.runtime.base import RunOutput, Runner
+
+if TYPE_CHECKING:
+    from adaserve.models.profiling.data import Validation
 
 Timer = Callable[[], float]
 MODES = ("cpu", "gpu", "gpu_bound")
@@ -50,8 +53,9 @@ def load_target(model: str, variant: str, data_dir: Path, gpu: bool) -> Target:
     return Target(model, variant, kind, runners)
 
 
-def feed_for(target: Target, batch: int, data_dir: Path) -> dict[str, np.ndarray]:
-    """``batch`` real validation inputs of the variant (part 2 gets part 1's real outputs)."""
+def validation_for(target: Target, most: int, data_dir: Path) -> "Validation":
+    """Up to ``most`` real validation inputs of the variant, made once (part 2 gets part 1's real
+    outputs, so a part-1 runner is loaded for it); ``.batch(b)`` cuts each batch from them."""
     from adaserve.models.profiling.data import validation
     from adaserve.models.registry import load_info
     from adaserve.workers.runtime import load_runner
@@ -64,8 +68,7 @@ def feed_for(target: Target, batch: int, data_dir: Path) -> dict[str, np.ndarray
             cpu[name] = load_runner(target.model, name, "cpu", data_dir)
         return cpu[name]
 
-    val = validation(info, info.variant(target.variant), max(batch, 8), seed=0, runner_for=runner_for)
-    return val.batch(batch)
+    return validation(info, info.variant(target.variant), max(most, 8), seed=0, runner_for=runner_for)
 
 
 def main_output(out: RunOutput) -> np.ndarray:

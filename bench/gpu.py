@@ -54,7 +54,7 @@ def gpu(
     from rich.console import Console
     from rich.progress import Progress
 
-    from adaserve.bench.devices import energy_counter, feed_for, host_figures, load_target, measure
+    from adaserve.bench.devices import energy_counter, host_figures, load_target, measure, validation_for
     from adaserve.broker import load_settings
     from adaserve.broker.errors import AdaserveError
     from adaserve.workers.runtime import gpu_unavailable
@@ -76,9 +76,10 @@ def gpu(
             task = bar.add_task("variants", total=len(targets) * len(sizes))
             for model, variant in targets:
                 target = load_target(model, variant, settings.data_dir, reason is None)
+                val = validation_for(target, sizes[-1], settings.data_dir)
                 for b in sizes:
                     bar.update(task, description=f"{model}/{variant} batch {b}")
-                    rows.append(measure(target, feed_for(target, b, settings.data_dir), repeats, energy))
+                    rows.append(measure(target, val.batch(b), repeats, energy))
                     bar.advance(task)
     except AdaserveError as exc:
         console.print(f"[red]adaserve bench gpu: {exc}[/red]")

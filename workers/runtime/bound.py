@@ -5,7 +5,7 @@ copies it in as part of the run. A worker feeds the same few shapes over and ove
 size), so ``BoundSession`` keeps one device buffer per (input, shape, dtype), refills it in place
 (``OrtValue.update_inplace``: one host-to-device copy, no allocation) and binds it; outputs are
 produced on the device and copied back once, after the run. On the CPU provider there is nothing
-to save, and ``plain`` returns ``session.run`` itself.
+to save, and ``runner_of`` returns ``session.run`` itself.
 
 Measured on an H100 (``adaserve bench gpu``, November 2026) it does not pay for this project's
 models: every call still goes host -> device -> host, and the extra Python calls (clear, refill,
@@ -85,11 +85,4 @@ def runner_of(session: "ort.InferenceSession", device: str, io_binding: bool = F
     """The call that runs ``session``: IO binding on the GPU when asked for, else ``run``."""
     if device == "gpu" and io_binding:
         return BoundSession(session).run
-    return plain(session)
-
-
-def plain(session: "ort.InferenceSession") -> RunFn:
-    def run(names: Sequence[str], feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        return list(session.run(list(names), dict(feed)))
-
-    return run
+    return session.run  # type: ignore[return-value]  # the hot path: no wrapper around it

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-import numpy as np
 import pytest
 
-from adaserve.broker.messages import Job, Request, Slo, Tensor
-from adaserve.planner.core import Pending
 from adaserve.planner.mosel import QueueState, StrategyMatrix
 from adaserve.planner.mosel.livejob import LiveJob
 from adaserve.planner.mosel.monitor import Monitor
@@ -19,22 +16,9 @@ from adaserve.planner.mosel.planned import PlannedJobs
 from adaserve.planner.mosel.ready import ReadyQueues
 from adaserve.planner.mosel.selection import Selection
 from adaserve.planner.mosel.selector import ModalitySelector
-from adaserve.planner.state import HeldJob
+
 
 PERIOD_S = 0.5
-
-
-def live_job(key: str, n: int, deadline: float, *, floor: float = 0.62, arrival: float = 0.0,
-             inputs: tuple[str, ...] = ("audio", "image")) -> LiveJob:
-    """A job of ``n`` real requests carrying ``inputs``; ``key`` may carry a ``/n`` repeat suffix."""
-    jid = key.split("/")[0]
-    t = Tensor.from_numpy(np.zeros(2, np.float32))
-    job = Job(id=jid, model="av-digits", reply_to="c", slo=Slo(deadline_ms=1000, min_accuracy=floor),
-              requests=[Request(id=f"r{i}", inputs={m: t for m in inputs}) for i in range(n)])
-    held = HeldJob(job, "0-1", arrival * 1000, n)
-    items = [Pending(jid, r.id, "app", "av-digits", arrival, deadline, payload=(held, r), floor=floor,
-                     job_size=n) for r in job.requests]
-    return LiveJob(key, jid, floor, arrival, deadline, items)
 
 
 class Parts:
@@ -68,7 +52,7 @@ def parts(matrix: StrategyMatrix) -> Iterator[Parts]:
     p.monitor.close()
 
 
-def test_no_pass_without_a_job_in_the_selector(parts: Parts) -> None:
+def test_no_pass_without_a_job_in_the_selector(parts: Parts, live_job: Callable[..., LiveJob]) -> None:
     parts.passes.dirty = True
     parts.passes.kick(0.0)
     assert parts.selector.stats.replans == 0 and parts.passes.dirty  # nothing was looked at
@@ -77,7 +61,7 @@ def test_no_pass_without_a_job_in_the_selector(parts: Parts) -> None:
     assert parts.selector.stats.replans == 0 and parts.plans.peek() is pinned
 
 
-def test_with_time_to_spare_the_gate_opens_without_a_pass(parts: Parts) -> None:
+def test_with_time_to_spare_the_gate_opens_without_a_pass(parts: Parts, live_job: Callable[..., LiveJob]) -> None:
     job = parts.admit(live_job("a", 6, 100.0))
     parts.passes.kick(0.0)
     assert job.planned and parts.plans.peek() is job
@@ -85,7 +69,8 @@ def test_with_time_to_spare_the_gate_opens_without_a_pass(parts: Parts) -> None:
     assert parts.passes.drain_events() == []
 
 
-def test_backlog_ahead_of_the_queue_calls_for_a_pass(parts: Parts, matrix: StrategyMatrix) -> None:
+def test_backlog_ahead_of_the_queue_calls_for_a_pass(
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     rich = matrix.richest(6).latency_s
     job = parts.admit(live_job("a", 6, 1.5 * rich))  # alone at its richest it is on time
     parts.ready.sent("audio+image", 6, 0.0)  # but a batch as long as the job is still running
@@ -95,7 +80,8 @@ def test_backlog_ahead_of_the_queue_calls_for_a_pass(parts: Parts, matrix: Strat
     assert name == "planner.replanned" and ev["reason"] == "cheaper"
 
 
-def test_a_pass_makes_a_late_job_cheaper_and_says_so(parts: Parts, matrix: StrategyMatrix) -> None:
+def test_a_pass_makes_a_late_job_cheaper_and_says_so(
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     rich = matrix.richest(6)
     job = parts.admit(live_job("a/7", 6, 0.9 * rich.latency_s, floor=0.8))  # a repeated job id
     parts.passes.kick(0.0)
@@ -110,7 +96,8 @@ def test_a_pass_makes_a_late_job_cheaper_and_says_so(parts: Parts, matrix: Strat
     assert parts.passes.drain_events() == [] and parts.passes.take_doomed() == set()
 
 
-def test_the_parts_of_a_large_job_are_numbered_in_its_events(parts: Parts, matrix: StrategyMatrix) -> None:
+def test_the_parts_of_a_large_job_are_numbered_in_its_events(
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     n = 2 * matrix.max_size + 3
     size = n // 3
     job = parts.admit(live_job("big", n, 2.5 * matrix.richest(size).latency_s, floor=0.8))
@@ -125,7 +112,8 @@ def test_the_parts_of_a_large_job_are_numbered_in_its_events(parts: Parts, matri
         assert ev["before"] == matrix.richest(size).label()
 
 
-def test_a_pass_that_expires_a_job_dooms_it(parts: Parts, matrix: StrategyMatrix) -> None:
+def test_a_pass_that_expires_a_job_dooms_it(
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     fast = matrix.candidates(6, 0.62)[0].latency_s
     first = parts.admit(live_job("first", 6, fast * 1.01, floor=0.62))
     doomed = parts.admit(live_job("doomed/3", 6, fast * 1.5, floor=0.96))  # only its richest is allowed
@@ -141,7 +129,8 @@ def test_a_pass_that_expires_a_job_dooms_it(parts: Parts, matrix: StrategyMatrix
     assert parts.plans.take_dropped(keys) == doomed.items and set(parts.plans.jobs) == {"first"}
 
 
-def test_spare_time_is_given_back_as_accuracy(parts: Parts, matrix: StrategyMatrix) -> None:
+def test_spare_time_is_given_back_as_accuracy(
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     rich = matrix.richest(6)
     job = parts.admit(live_job("a", 6, 10.0))
     # An earlier pass, with the worker busy until just before the deadline, made it cheaper.
@@ -156,7 +145,8 @@ def test_spare_time_is_given_back_as_accuracy(parts: Parts, matrix: StrategyMatr
     assert parts.selector.strategy("a") == rich and job.planned
 
 
-def test_passes_wait_for_the_period_unless_the_queue_moved(parts: Parts, matrix: StrategyMatrix) -> None:
+def test_passes_wait_for_the_period_unless_the_queue_moved(
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     parts.admit(live_job("a", 6, 0.9 * matrix.richest(6).latency_s))
     parts.passes.kick(0.0)
     assert parts.selector.stats.replans == 1
@@ -169,7 +159,8 @@ def test_passes_wait_for_the_period_unless_the_queue_moved(parts: Parts, matrix:
     assert parts.selector.stats.replans == 3
 
 
-def test_a_busy_monitor_keeps_the_queue_dirty_and_the_gate_closed(matrix: StrategyMatrix) -> None:
+def test_a_busy_monitor_keeps_the_queue_dirty_and_the_gate_closed(
+        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     p = Parts(matrix, matrix, inline=False)
     hold = threading.Event()
     try:
@@ -191,7 +182,8 @@ def test_a_busy_monitor_keeps_the_queue_dirty_and_the_gate_closed(matrix: Strate
         p.monitor.close()
 
 
-def test_a_slow_pass_makes_the_next_one_plan_further_ahead(matrix: StrategyMatrix) -> None:
+def test_a_slow_pass_makes_the_next_one_plan_further_ahead(
+        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     p = Parts(matrix, matrix, inline=False)
     try:
         rich = matrix.richest(6).latency_s
@@ -214,7 +206,8 @@ def test_a_slow_pass_makes_the_next_one_plan_further_ahead(matrix: StrategyMatri
         p.monitor.close()
 
 
-def test_a_matrix_built_on_the_monitor_turns_selection_on(matrix: StrategyMatrix) -> None:
+def test_a_matrix_built_on_the_monitor_turns_selection_on(
+        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     p = Parts(None, matrix)
     assert p.sel.selector is None
     p.passes.kick(0.0)  # no selector: nothing to pass over

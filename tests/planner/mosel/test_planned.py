@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
+
 import pytest
 
-from adaserve.broker.messages import Job, Request, Slo, Tensor
-from adaserve.planner.core import Pending
 from adaserve.planner.mosel import QueueState, StrategyMatrix
 from adaserve.planner.mosel.livejob import LiveJob
 from adaserve.planner.mosel.planned import PlannedJobs
 from adaserve.planner.mosel.selection import Selection
 from adaserve.planner.mosel.selector import ModalitySelector
 from adaserve.planner.mosel.store import SHIPPED_DIR
-from adaserve.planner.state import HeldJob
-
-BOTH = ("audio", "image")
-
-
-def live_job(key: str, n: int, deadline: float, *, floor: float = 0.62, arrival: float = 0.0,
-             inputs: tuple[str, ...] = BOTH) -> tuple[LiveJob, HeldJob]:
-    """A job of ``n`` real requests carrying ``inputs``, and the planner's record of it."""
-    t = Tensor.from_numpy(np.zeros(2, np.float32))
-    job = Job(id=key, model="av-digits", reply_to="c", slo=Slo(deadline_ms=1000, min_accuracy=floor),
-              requests=[Request(id=f"{key}-{i}", inputs={m: t for m in inputs}) for i in range(n)])
-    held = HeldJob(job, "0-1", arrival * 1000, n)
-    items = [Pending(key, r.id, "app", "av-digits", arrival, deadline, payload=(held, r), floor=floor,
-                     job_size=n) for r in job.requests]
-    return LiveJob(key, key, floor, arrival, deadline, items), held
 
 
 def planned(matrix: StrategyMatrix, *, built: bool = True, learn_rate: float = 0.0) -> PlannedJobs:
@@ -48,9 +32,9 @@ def selector(plans: PlannedJobs) -> ModalitySelector:
     return plans.sel.selector
 
 
-def test_a_job_enters_the_selector_at_its_richest_behind_a_closed_gate(plans: PlannedJobs,
-                                                                         matrix: StrategyMatrix) -> None:
-    job, _ = live_job("a", 4, 5.0)
+def test_a_job_enters_the_selector_at_its_richest_behind_a_closed_gate(
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+    job = live_job("a", 4, 5.0)
     assert plans.admit(job)
     assert job.chunks == ["a"] and job.pinned is None and not job.planned
     assert selector(plans).strategy("a") == matrix.richest(4) == plans.top["a"]
@@ -59,10 +43,10 @@ def test_a_job_enters_the_selector_at_its_richest_behind_a_closed_gate(plans: Pl
     assert plans.peek() is None  # no monitor pass has seen it yet
 
 
-def test_a_job_larger_than_the_matrix_enters_in_near_equal_chunks(plans: PlannedJobs,
-                                                                   matrix: StrategyMatrix) -> None:
+def test_a_job_larger_than_the_matrix_enters_in_near_equal_chunks(
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     n = 2 * matrix.max_size + 3
-    job, _ = live_job("big", n, 5.0, floor=0.8)
+    job = live_job("big", n, 5.0, floor=0.8)
     assert plans.admit(job)
     size = n // 3
     assert job.chunks == ["big#0", "big#1", "big#2"] and all(plans.chunks[c].size == size for c in job.chunks)
@@ -74,11 +58,13 @@ def test_a_job_larger_than_the_matrix_enters_in_near_equal_chunks(plans: Planned
     assert len(selector(plans)) == 2
 
 
-def test_the_shipped_matrix_splits_a_large_job_and_its_release_covers_every_request() -> None:
+def test_the_shipped_matrix_splits_a_large_job_and_its_release_covers_every_request(
+        live_job: Callable[..., LiveJob]) -> None:
     shipped = StrategyMatrix.load(SHIPPED_DIR / "av-digits.mosel.json")  # measured on a CPU
     plans = planned(shipped)
     n = 2 * shipped.max_size + 6
-    job, held = live_job("big", n, 60.0, floor=0.9)
+    job = live_job("big", n, 60.0, floor=0.9)
+    held = job.items[0].payload[0]
     assert plans.admit(job)
     sizes = [plans.chunks[c].size for c in job.chunks]
     assert len(sizes) == 3 and sum(sizes) == n and max(sizes) - min(sizes) == 1 and max(sizes) <= shipped.max_size
@@ -88,9 +74,9 @@ def test_the_shipped_matrix_splits_a_large_job_and_its_release_covers_every_requ
     assert len(selector(plans)) == 0
 
 
-def test_a_job_lacking_a_modality_is_pinned_to_its_best_subset(plans: PlannedJobs,
-                                                                 matrix: StrategyMatrix) -> None:
-    job, _ = live_job("a", 3, 5.0, floor=0.8, inputs=("audio",))
+def test_a_job_lacking_a_modality_is_pinned_to_its_best_subset(
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+    job = live_job("a", 3, 5.0, floor=0.8, inputs=("audio",))
     assert not plans.admit(job)
     assert job.pinned is not None and job.pinned.by_subset() == {"audio": 3} and job.chunks == []
     assert job.planned and plans.peek() is job  # a pinned job needs no monitor pass
@@ -98,51 +84,56 @@ def test_a_job_lacking_a_modality_is_pinned_to_its_best_subset(plans: PlannedJob
     assert job.fastest_s == pytest.approx(job.pinned.latency_s)
 
 
-def test_a_job_is_pinned_to_the_inputs_all_its_requests_carry(plans: PlannedJobs) -> None:
-    job, _ = live_job("mixed", 3, 5.0, floor=0.8)
+def test_a_job_is_pinned_to_the_inputs_all_its_requests_carry(
+        plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+    job = live_job("mixed", 3, 5.0, floor=0.8)
     job.items[1].payload[1].inputs.pop("image")  # one request came without its image
     assert not plans.admit(job)
     assert job.pinned is not None and job.pinned.by_subset() == {"audio": 3}
 
 
-def test_without_modality_selection_a_job_s_fastest_is_its_richest(matrix: StrategyMatrix) -> None:
+def test_without_modality_selection_a_job_s_fastest_is_its_richest(
+        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     sel = Selection(matrix.costs, "none")
     sel.use(matrix)
     plans = PlannedJobs(sel, "av-digits")
     rich = matrix.richest(6).latency_s
-    kept, _ = live_job("kept", 6, 1.0 + 1.1 * rich)
-    gone, _ = live_job("gone", 6, 1.0 + 0.9 * rich)  # a cheaper mix would make it, but none is allowed
+    kept = live_job("kept", 6, 1.0 + 1.1 * rich)
+    gone = live_job("gone", 6, 1.0 + 0.9 * rich)  # a cheaper mix would make it, but none is allowed
     for job in (kept, gone):
         assert plans.admit(job)
     assert gone.fastest_s == pytest.approx(rich)
     assert plans.hopeless(1.0) == gone.items and set(plans.jobs) == {"kept"}
 
 
-def test_while_the_matrix_is_built_jobs_are_pinned_to_the_richest_subset(matrix: StrategyMatrix) -> None:
+def test_while_the_matrix_is_built_jobs_are_pinned_to_the_richest_subset(
+        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     plans = planned(matrix, built=False)
-    job, _ = live_job("a", 3, 5.0)
+    job = live_job("a", 3, 5.0)
     assert not plans.admit(job)
     assert job.pinned is not None and job.pinned.by_subset() == {"audio+image": 3} and plans.peek() is job
 
 
-def test_a_job_the_selector_refuses_is_pinned_and_leaves_nothing_behind(plans: PlannedJobs,
-                                                                         matrix: StrategyMatrix) -> None:
-    job, _ = live_job("late", 2 * matrix.max_size + 1, 1.0, arrival=2.0)  # deadline before arrival
+def test_a_job_the_selector_refuses_is_pinned_and_leaves_nothing_behind(
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+    job = live_job("late", 2 * matrix.max_size + 1, 1.0, arrival=2.0)  # deadline before arrival
     assert not plans.admit(job)
     assert job.pinned is not None and job.chunks == [] and plans.chunks == {} and plans.top == {}
     assert len(selector(plans)) == 0 and plans.peek() is job
 
 
-def test_a_floor_no_subset_reaches_ends_the_job_at_admission(plans: PlannedJobs) -> None:
-    job, _ = live_job("x", 3, 5.0, floor=0.9, inputs=("audio",))  # audio alone reaches 0.85
+def test_a_floor_no_subset_reaches_ends_the_job_at_admission(
+        plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+    job = live_job("x", 3, 5.0, floor=0.9, inputs=("audio",))  # audio alone reaches 0.85
     assert not plans.admit(job)
     assert plans.jobs == {} and plans.held == 0 and len(selector(plans)) == 0
     assert plans.take_dropped(set()) == job.items
     assert plans.take_dropped(set()) == []
 
 
-def test_the_gate_opens_once_and_peek_follows_deadline_order(plans: PlannedJobs) -> None:
-    jobs = {k: live_job(k, 2, d)[0] for k, d in [("c", 3.0), ("a", 1.0), ("b", 2.0)]}
+def test_the_gate_opens_once_and_peek_follows_deadline_order(
+        plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+    jobs = {k: live_job(k, 2, d) for k, d in [("c", 3.0), ("a", 1.0), ("b", 2.0)]}
     for job in jobs.values():
         plans.admit(job)
         plans.open_gate(job)
@@ -154,9 +145,10 @@ def test_the_gate_opens_once_and_peek_follows_deadline_order(plans: PlannedJobs)
     assert plans.peek() is jobs["c"] and len(plans.order) == 1  # the stale entries went on the way
 
 
-def test_release_makes_the_strategy_final_and_records_its_accuracy(plans: PlannedJobs,
-                                                                   matrix: StrategyMatrix) -> None:
-    job, held = live_job("m", 6, 0.9 * matrix.richest(6).latency_s)
+def test_release_makes_the_strategy_final_and_records_its_accuracy(
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+    job = live_job("m", 6, 0.9 * matrix.richest(6).latency_s)
+    held = job.items[0].payload[0]
     plans.admit(job)
     selector(plans).replan(QueueState([plans.chunks["m"]]), 0.0, admit_new=False)
     strategy = selector(plans).strategy("m")
@@ -170,10 +162,11 @@ def test_release_makes_the_strategy_final_and_records_its_accuracy(plans: Planne
     assert plans.jobs == {} and plans.held == 0
 
 
-def test_a_chunked_job_s_accuracy_is_the_mean_over_its_requests(plans: PlannedJobs,
-                                                                 matrix: StrategyMatrix) -> None:
+def test_a_chunked_job_s_accuracy_is_the_mean_over_its_requests(
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     n = matrix.max_size + 1  # chunks of 4 and 3
-    job, held = live_job("big", n, 5.0)
+    job = live_job("big", n, 5.0)
+    held = job.items[0].payload[0]
     plans.admit(job)
     assert [plans.chunks[c].size for c in job.chunks] == [4, 3]
     # Make the first chunk cheaper: as if a pass had found it late at its richest.
@@ -189,9 +182,10 @@ def test_a_chunked_job_s_accuracy_is_the_mean_over_its_requests(plans: PlannedJo
     assert subsets == [s for st in (first, second) for s, k in zip(st.subsets, st.counts) for _ in range(k)]
 
 
-def test_a_job_the_monitor_expired_in_part_before_its_release_ends_whole(plans: PlannedJobs,
-                                                                          matrix: StrategyMatrix) -> None:
-    job, held = live_job("gone", matrix.max_size + 1, 1.0)
+def test_a_job_the_monitor_expired_in_part_before_its_release_ends_whole(
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+    job = live_job("gone", matrix.max_size + 1, 1.0)
+    held = job.items[0].payload[0]
     plans.admit(job)
     changes = selector(plans).replan(QueueState([plans.chunks["gone#1"]]), 2.0, admit_new=False)
     assert [(c.job_id, c.after) for c in changes] == [("gone#1", None)]  # past its deadline: expired
@@ -201,13 +195,14 @@ def test_a_job_the_monitor_expired_in_part_before_its_release_ends_whole(plans: 
     assert len(selector(plans)) == 0  # the part still planned left the selector too
 
 
-def test_hopeless_jobs_are_dropped_at_the_learnt_speed(matrix: StrategyMatrix) -> None:
+def test_hopeless_jobs_are_dropped_at_the_learnt_speed(
+        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     plans = planned(matrix, learn_rate=1.0)
     fastest = matrix.candidates(6, 0.62)[0].latency_s
     assert fastest > 0
-    ok, _ = live_job("ok", 6, 100.0)
-    tight, _ = live_job("tight", 6, 10.0 + 1.5 * fastest)  # makes it alone at its fastest
-    gone, _ = live_job("gone", 6, 10.0 + 0.5 * fastest)    # cannot
+    ok = live_job("ok", 6, 100.0)
+    tight = live_job("tight", 6, 10.0 + 1.5 * fastest)  # makes it alone at its fastest
+    gone = live_job("gone", 6, 10.0 + 0.5 * fastest)    # cannot
     for job in (ok, tight, gone):
         plans.admit(job)
     assert plans.hopeless(10.0) == gone.items
@@ -217,9 +212,9 @@ def test_hopeless_jobs_are_dropped_at_the_learnt_speed(matrix: StrategyMatrix) -
     assert plans.hopeless(10.0) == tight.items and set(plans.jobs) == {"ok"}
 
 
-def test_take_dropped_ends_the_doomed_jobs(plans: PlannedJobs) -> None:
-    a, _ = live_job("a", 2, 5.0)
-    b, _ = live_job("b", 3, 5.0, floor=0.99)  # unreachable: dropped at admission
+def test_take_dropped_ends_the_doomed_jobs(plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+    a = live_job("a", 2, 5.0)
+    b = live_job("b", 3, 5.0, floor=0.99)  # unreachable: dropped at admission
     plans.admit(a)
     plans.admit(b)
     out = plans.take_dropped({"a", "unknown"})

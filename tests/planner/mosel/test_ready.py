@@ -3,38 +3,22 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
-import numpy as np
 import pytest
 
-from adaserve.broker.messages import Job, Request, Slo, Tensor
-from adaserve.planner.core import Pending
 from adaserve.planner.mosel import QueueState, StrategyMatrix
 from adaserve.planner.mosel.livejob import LiveJob
 from adaserve.planner.mosel.planned import PlannedJobs
 from adaserve.planner.mosel.ready import INFLIGHT_FORGET_S, ReadyQueues
 from adaserve.planner.mosel.selection import Selection
-from adaserve.planner.state import HeldJob
-
-BOTH = ("audio", "image")
-
-
-def live_job(key: str, n: int, deadline: float, *, floor: float = 0.62, arrival: float = 0.0,
-             inputs: tuple[str, ...] = BOTH) -> LiveJob:
-    """A job of ``n`` real requests carrying ``inputs``, as the scheduler gathers it."""
-    t = Tensor.from_numpy(np.zeros(2, np.float32))
-    job = Job(id=key, model="av-digits", reply_to="c", slo=Slo(deadline_ms=1000, min_accuracy=floor),
-              requests=[Request(id=f"{key}-{i}", inputs={m: t for m in inputs}) for i in range(n)])
-    held = HeldJob(job, "0-1", arrival * 1000, n)
-    items = [Pending(key, r.id, "app", "av-digits", arrival, deadline, payload=(held, r), floor=floor,
-                     job_size=n) for r in job.requests]
-    return LiveJob(key, key, floor, arrival, deadline, items)
 
 
 class Parts:
     """A selector over the test matrix, the planned jobs and the ready queues, wired as live."""
 
-    def __init__(self, matrix: StrategyMatrix) -> None:
+    def __init__(self, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        self.live_job = live_job
         self.sel = Selection(matrix.costs, "random", learn_rate=1.0)
         self.sel.use(matrix)
         self.plans = PlannedJobs(self.sel, "av-digits")
@@ -46,15 +30,15 @@ class Parts:
         return job
 
     def gated(self, key: str, n: int, deadline: float, **kw: object) -> LiveJob:
-        job = live_job(key, n, deadline, **kw)  # type: ignore[arg-type]
+        job = self.live_job(key, n, deadline, **kw)
         self.plans.admit(job)
         self.plans.open_gate(job)
         return job
 
 
 @pytest.fixture
-def parts(matrix: StrategyMatrix) -> Parts:
-    return Parts(matrix)
+def parts(matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> Parts:
+    return Parts(matrix, live_job)
 
 
 def test_a_batch_is_one_subset_in_deadline_order(parts: Parts) -> None:
@@ -70,7 +54,7 @@ def test_a_batch_is_one_subset_in_deadline_order(parts: Parts) -> None:
 
 
 def test_a_mixed_job_runs_on_each_subset_as_many_requests_as_its_strategy_says(
-        parts: Parts, matrix: StrategyMatrix) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
     job = live_job("m", 6, 0.9 * matrix.richest(6).latency_s)  # its richest mix would be late
     assert parts.plans.admit(job)
     assert parts.sel.selector is not None
@@ -85,7 +69,7 @@ def test_a_mixed_job_runs_on_each_subset_as_many_requests_as_its_strategy_says(
     assert len(parts.ready) == 0
 
 
-def test_head_is_the_subset_of_the_most_urgent_work(parts: Parts) -> None:
+def test_head_is_the_subset_of_the_most_urgent_work(parts: Parts, live_job: Callable[..., LiveJob]) -> None:
     assert parts.ready.head() is None
     parts.released("a", 2, 5.0, inputs=("audio",))
     assert parts.ready.head() == "audio"
@@ -101,7 +85,8 @@ def test_head_is_the_subset_of_the_most_urgent_work(parts: Parts) -> None:
     assert "later" in parts.plans.jobs
 
 
-def test_a_short_batch_is_topped_up_from_gated_jobs_that_use_its_subset(parts: Parts) -> None:
+def test_a_short_batch_is_topped_up_from_gated_jobs_that_use_its_subset(
+        parts: Parts, live_job: Callable[..., LiveJob]) -> None:
     parts.released("r", 2, 1.0)  # at its richest: audio+image
     parts.gated("late", 3, 4.0)
     parts.gated("early", 3, 3.0)
