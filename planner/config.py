@@ -52,10 +52,12 @@ class PlannerConfig:
         return self.name or f"planner-{socket.gethostname()}-{os.getpid()}"
 
 
-def default_factory(policy: str, modality: str = "optimized", settings: Settings | None = None) -> SchedulerFactory:
+def default_factory(policy: str, modality: str = "optimized", settings: Settings | None = None, *,
+                    max_batch: int = 32) -> SchedulerFactory:
     """Schedulers by model: MOSEL (``modality`` policy) for a model whose profile has modality
-    subsets (the stored one, else a profile file, see ``serving_profile``), ``policy`` otherwise."""
-    from adaserve.planner.policies import POLICIES, make_modality_scheduler, make_scheduler
+    subsets (the stored one, else a profile file, see ``serving_profile``), ``policy`` otherwise,
+    with the batch sizes the planner's ``max_batch`` allows."""
+    from adaserve.planner.policies import POLICIES, make_modality_scheduler, make_scheduler, serving_options
 
     if policy not in POLICIES:
         raise ConfigError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -65,6 +67,6 @@ def default_factory(policy: str, modality: str = "optimized", settings: Settings
             sched = make_modality_scheduler(model, profile, modality, settings)
             if sched is not None:
                 return sched
-        return make_scheduler(policy, model=model, profile=profile)
+        return make_scheduler(policy, model=model, profile=profile, **serving_options(policy, max_batch))
 
     return make

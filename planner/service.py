@@ -45,7 +45,8 @@ class Planner:
         self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job)
         self.consumer = self.config.consumer()
         self._splits = parse_splits(tuple(self.config.split))
-        self.factory = factory or default_factory(self.config.policy, self.config.modality, settings)
+        self.factory = factory or default_factory(self.config.policy, self.config.modality, settings,
+                                                     max_batch=self.config.max_batch)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
         self.follow = Follower(self.r, self.keys, settings.worker_ttl_s)

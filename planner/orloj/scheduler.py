@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
 
 import numpy as np
 
@@ -44,18 +43,24 @@ class OrlojScheduler:
     def __init__(self, *, sizes: tuple[int, ...] = DEFAULT_SIZES, b: float = 0.1,
                  distributions: ExecDistributions | None = None, latency: BatchLatencyFit | None = None,
                  refresh_every: int = 200, refit_tolerance: float = 0.05, rebase_exponent: float = 200.0,
-                 class_cost: float = 1.0, score_bins: int = 12) -> None:
+                 class_cost: float = 1.0, score_bins: int = 12, min_refresh_s: float = 0.0) -> None:
         if not sizes or any(k < 1 for k in sizes) or len(set(sizes)) != len(sizes):
             raise ValueError("sizes must be distinct positive batch sizes")
         if not b > 0 or not 1.0 <= rebase_exponent <= 600.0:
             raise ValueError("b must be positive and rebase_exponent in [1, 600]")
         if refresh_every < 1 or score_bins < 1:
             raise ValueError("refresh_every and score_bins must be positive")
+        if not min_refresh_s >= 0:
+            raise ValueError("min_refresh_s must not be negative")
         self.sizes = tuple(sorted(sizes))
         self.b = b
         self.dists = distributions if distributions is not None else ExecDistributions()
         self.fit = latency if latency is not None else BatchLatencyFit()
         self.refresh_every, self.refit_tolerance = refresh_every, refit_tolerance
+        # A refresh costs ~12 ms of the planner's loop for 20 sizes; live, noisy fits crossed the
+        # tolerance every few batches and stalled dispatch five times a second.
+        self.min_refresh_s = min_refresh_s
+        self._refreshed_at = -math.inf
         self.rebase_exponent, self.class_cost, self.score_bins = rebase_exponent, class_cost, score_bins
         n, w = len(self.sizes), score_bins + 2  # breaks per segment table, padded with +inf
         self._brk = np.full((0, n, w), np.inf)
@@ -68,6 +73,7 @@ class OrlojScheduler:
         self.q = SizeQueues(n)
         self._deadlines: list[tuple[float, int, int]] = []  # earliest-deadline tracking, lazy deletion
         self._doomed: list[Pending] = []
+        self._staged: list[Pending] = []
         self._next = 0
         self._base: float | None = None
         self._now = 0.0
@@ -79,6 +85,7 @@ class OrlojScheduler:
         return BatchTables(self.dists.snapshot, self.fit.c0, self.fit.c1, self.sizes, self.b, self.score_bins)
 
     def __len__(self) -> int:
+        self._flush(self._now)
         return len(self.q)
 
     # -- scoring ---------------------------------------------------------------------------------
@@ -136,27 +143,52 @@ class OrlojScheduler:
 
     # -- Algorithm 1 -----------------------------------------------------------------------------
     def add(self, item: Pending, now: float) -> None:
+        # Staged, placed in one vectorised pass at the next query: per-request numpy calls cost
+        # ~60 us each, which live, at a thousand requests a second, was the planner's CPU that the
+        # rest of the pipeline lacked (docs/orloj.md, "Live"). Placing later with a later ``now``
+        # is what placing at add time and then dropping at that ``now`` would give.
         self._now = max(self._now, now)
-        self._rebase(now)
-        gid = self._group(item.app)
-        ests = self._ests[gid]
-        top = bisect_right(ests, item.deadline - now) - 1  # the estimates grow with the size
-        if top < 0:
-            self._doomed.append(item)
+        self._staged.append(item)
+
+    def _flush(self, now: float) -> None:
+        """Algorithm 1's insertion for every staged request: its sizes, slot and scores."""
+        staged, self._staged = self._staged, []
+        if not staged:
             return
-        rid = self._next
-        self._next += 1
+        self._rebase(now)
+        m = len(staged)
+        gids = np.fromiter((self._group(p.app) for p in staged), dtype=np.int64, count=m)
+        uniq, inv = np.unique(gids, return_inverse=True)
+        est = np.asarray([self._ests[g] for g in uniq.tolist()], dtype=np.float64)[inv]  # (m, sizes)
+        dl = np.fromiter((p.deadline for p in staged), dtype=np.float64, count=m)
+        tops = (est <= (dl - now)[:, None]).sum(axis=1) - 1  # the estimates grow with the size
+        keep = np.flatnonzero(tops >= 0)
+        if keep.size < m:
+            self._doomed.extend(staged[j] for j in np.flatnonzero(tops < 0).tolist())
+        if not keep.size:
+            return
         q = self.q
-        slot = q.alloc(rid)
-        cost = 1.0 + self.class_cost * max(item.priority_class, 0)
+        rids = range(self._next, self._next + keep.size)
+        self._next += keep.size
+        slots = np.fromiter((q.alloc(r) for r in rids), dtype=np.int64, count=keep.size)
+        items = [staged[j] for j in keep.tolist()]
+        for slot, item in zip(slots.tolist(), items):
+            q.items[slot] = item
+        cost = 1.0 + self.class_cost * np.fromiter((max(p.priority_class, 0) for p in items), dtype=np.float64,
+                                                   count=len(items))
+        tops, dl, est = tops[keep], dl[keep], est[keep]
         assert self._base is not None
-        q.items[slot], q.gid[slot], q.deadline[slot], q.cost[slot] = item, gid, item.deadline, cost
-        q.decay[slot] = cost * math.exp(-self.b * (item.deadline - self._base))
-        q.est[slot] = ests
-        q.drop_at[slot] = item.deadline - ests[top]
-        q.enter(slot, top)
-        self._rescore(np.full(top + 1, slot), np.arange(top + 1), now)
-        heapq.heappush(self._deadlines, (item.deadline, slot, rid))
+        q.gid[slots], q.deadline[slots], q.cost[slots] = gids[keep], dl, cost
+        q.decay[slots] = cost * np.exp(-self.b * (dl - self._base))
+        q.est[slots] = est
+        q.drop_at[slots] = dl - est[np.arange(keep.size), tops]
+        q.top[slots] = tops
+        np.add.at(q.count, tops, 1)
+        reps = tops + 1
+        rows = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+        self._rescore(np.repeat(slots, reps), rows, now)
+        for d, slot, rid in zip(dl.tolist(), slots.tolist(), rids):
+            heapq.heappush(self._deadlines, (d, slot, rid))
 
     def _drop(self, now: float) -> list[Pending]:
         """Lines 10-14: leave the queues whose size can no longer make the deadline."""
@@ -177,6 +209,7 @@ class OrlojScheduler:
 
     def expire(self, now: float) -> list[Pending]:
         self._now = max(self._now, now)
+        self._flush(now)
         self._rebase(now)
         return self._drop(now)
 
@@ -212,6 +245,7 @@ class OrlojScheduler:
         return Decision(batch=batch, expired=expired, predicted_s=predicted)
 
     def earliest_deadline(self) -> float | None:
+        self._flush(self._now)
         heap, owner = self._deadlines, self.q.owner
         while heap and owner[heap[0][1]] != heap[0][2]:
             heapq.heappop(heap)
@@ -233,7 +267,8 @@ class OrlojScheduler:
                 self.dists.add(apps[0], feedback.exec_s, self._now)
             batch_max = self.tables.expected_max(apps[: max(feedback.size, 1)])
         self.fit.update(feedback.size, batch_max, feedback.exec_s)
-        if self.dists.pending_samples >= self.refresh_every or self._drifted():
+        if self._now - self._refreshed_at >= self.min_refresh_s and (
+                self.dists.pending_samples >= self.refresh_every or self._drifted()):
             self.refresh()
 
     def add_sample(self, app: str, seconds: float) -> None:
@@ -248,6 +283,7 @@ class OrlojScheduler:
         """Rebuild the snapshot and the tables from the latest samples and fit."""
         self.dists.rebuild()
         self.tables = self._tables()
+        self._refreshed_at = self._now
         self.refreshes += 1
         self._forget_groups()
 
