@@ -27,6 +27,9 @@ class JobAccepted(_Ev):
     run: str = ""
     requests: int
     deadline_ms: float
+    # When the producer's XADD landed (the ingress entry's id): ``ts - submitted_ms`` is how long
+    # the job waited for the planner, which the pipeline simulator's calibration reads.
+    submitted_ms: float | None = None
 
 
 class JobRejected(_Ev):

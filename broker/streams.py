@@ -40,6 +40,32 @@ def ensure_group(r: "redis.Redis[bytes]", stream: str, group: str, start: str = 
         raise
 
 
+def _id(x: bytes | str) -> tuple[int, int]:
+    ms, _, seq = _s(x).partition("-")
+    return int(ms), int(seq or 0)
+
+
+def trim_consumed(r: "redis.Redis[bytes]", stream: str, group: str, *, keep_ms: float, now_ms: float,
+                  approximate: bool = True) -> int:
+    """Trim ``stream`` (XTRIM MINID, approximate) of entries older than ``keep_ms`` that ``group``
+    has been delivered and has acked; returns how many went. Entries still pending or not yet
+    read are never touched. A missing stream or group trims nothing."""
+    try:
+        summary = r.xpending(stream, group)
+        groups = r.xinfo_groups(stream)
+    except redis.ResponseError:
+        return 0
+    last = next((g.get("last-delivered-id") for g in groups if _s(g.get("name", b"")) == group), None)
+    if last is None:
+        return 0
+    bound = min(_id(last), (int(now_ms - keep_ms), 0))
+    if summary and summary.get("pending") and summary.get("min") is not None:
+        bound = min(bound, _id(summary["min"]))
+    if bound <= (0, 0):
+        return 0
+    return int(r.xtrim(stream, minid=f"{bound[0]}-{bound[1]}", approximate=approximate))
+
+
 def publish(r: "redis.Redis[bytes]", stream: str, raw: bytes, maxlen: int | None = None) -> str:
     return _s(r.xadd(stream, {FIELD: raw}, maxlen=maxlen, approximate=True))
 

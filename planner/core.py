@@ -60,6 +60,20 @@ class Feedback:
     variant: str = "default"  # as the worker resolved it (a manifest name, never "default")
 
 
+def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], request_exec_s: tuple[float, ...],
+                   pool: str = "cpu", variant: str = "default") -> Feedback:
+    """The ``Feedback`` of a batch a worker ran: per-request times only for a batch of one.
+
+    A worker's per-request time is when the request's output was ready inside its batch (an
+    early-exit model's exit, say), which includes the other requests' work; ORLOJ's distributions
+    are of a request's time alone (Sec. 3.2: the online profiler re-runs requests alone), so
+    taking in-batch times for those counted the batch twice in ``c1 k E[max]``. The live planner
+    and the pipeline simulator both build feedback here.
+    """
+    per = request_exec_s if size == 1 else ()
+    return Feedback(model, size, exec_s, apps, per, pool, variant)
+
+
 @runtime_checkable
 class Scheduler(Protocol):
     """A batching policy for one model on one pool kind."""

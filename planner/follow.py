@@ -17,7 +17,7 @@ import msgpack
 from adaserve.broker import streams
 from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
-from adaserve.planner.core import Feedback, Scheduler
+from adaserve.planner.core import Scheduler, batch_feedback
 from adaserve.planner.pools import Pools
 from adaserve.planner.state import Ewma, Inflight
 
@@ -68,8 +68,8 @@ class Follower:
         # One part of a split model is not the batch latency the policy models; the planner keeps
         # learning from whole runs (per-part models belong to placement).
         if sched is not None and ev.part is None:
-            sched.observe(Feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
-                                   tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool, ev.variant))
+            sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
+                                         tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool, ev.variant))
 
     def wait_ms(self, pool: str) -> float:
         return self.wait.get(pool, Ewma()).value

@@ -28,6 +28,7 @@ from adaserve.planner.follow import Follower
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
 from adaserve.planner.placement import parse_splits, place
+from adaserve.planner.profiles import fallback_profile
 from adaserve.planner.state import HeldJob
 
 __all__ = ["Planner"]
@@ -140,7 +141,7 @@ class Planner:
                               job.priority, (held, req), floor=job.slo.min_accuracy,
                               job_size=len(job.requests)), self.now_ms() / 1000.0)
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
-                    requests=len(job.requests), deadline_ms=job.slo.deadline_ms)
+                    requests=len(job.requests), deadline_ms=job.slo.deadline_ms, submitted_ms=float(e.ms))
 
     def _check_job(self, job: Job) -> None:
         """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable)."""
@@ -153,6 +154,11 @@ class Planner:
         if s is None:
             raw = self.r.get(self.keys.profile(model))
             profile = Profile.from_json(raw) if raw else None
+            if profile is None:
+                found = fallback_profile(self.settings.data_dir, model)
+                if found is not None:
+                    profile = found[0]
+                    log.info("%s: no profile in Redis; the policy starts from %s", model, found[1])
             s = self.scheds[model] = self.factory(model, profile)
         return s
 
@@ -239,6 +245,14 @@ class Planner:
             self._next_touch = t + self.settings.reclaim_idle_ms / 3000.0
             self.intake.keep(self.consumer, [h.entry_id for h in self.held.values()])
             self._reclaim()
+            self._trim()
+
+    def _trim(self) -> None:
+        """Drop the jobs and batches every consumer is done with, ``consumed_keep_s`` on."""
+        keep_ms, now = self.settings.consumed_keep_s * 1000.0, self.now_ms()
+        streams.trim_consumed(self.r, self.keys.jobs, PLANNER_GROUP, keep_ms=keep_ms, now_ms=now)
+        for pool in list(self.pools.views):
+            streams.trim_consumed(self.r, self.keys.batches(pool), pool, keep_ms=keep_ms, now_ms=now)
 
     def _reclaim(self) -> None:
         got = self.intake.reclaim(self.consumer, {h.entry_id for h in self.held.values()})

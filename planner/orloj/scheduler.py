@@ -32,9 +32,10 @@ from adaserve.planner.orloj.distributions import ExecDistributions
 from adaserve.planner.orloj.queues import SizeQueues
 from adaserve.planner.orloj.tables import BatchTables
 
-__all__ = ["DEFAULT_SIZES", "OrlojScheduler"]
+__all__ = ["DEFAULT_SIZES", "SIZE_RULES", "OrlojScheduler"]
 
 DEFAULT_SIZES = tuple(range(1, 17))
+SIZE_RULES = ("largest", "urgent")
 
 
 class OrlojScheduler:
@@ -43,7 +44,8 @@ class OrlojScheduler:
     def __init__(self, *, sizes: tuple[int, ...] = DEFAULT_SIZES, b: float = 0.1,
                  distributions: ExecDistributions | None = None, latency: BatchLatencyFit | None = None,
                  refresh_every: int = 200, refit_tolerance: float = 0.05, rebase_exponent: float = 200.0,
-                 class_cost: float = 1.0, score_bins: int = 12, min_refresh_s: float = 0.0) -> None:
+                 class_cost: float = 1.0, score_bins: int = 12, min_refresh_s: float = 0.0,
+                 size_rule: str = "largest") -> None:
         if not sizes or any(k < 1 for k in sizes) or len(set(sizes)) != len(sizes):
             raise ValueError("sizes must be distinct positive batch sizes")
         if not b > 0 or not 1.0 <= rebase_exponent <= 600.0:
@@ -52,6 +54,9 @@ class OrlojScheduler:
             raise ValueError("refresh_every and score_bins must be positive")
         if not min_refresh_s >= 0:
             raise ValueError("min_refresh_s must not be negative")
+        if size_rule not in SIZE_RULES:
+            raise ValueError(f"size_rule must be one of {', '.join(SIZE_RULES)}")
+        self.size_rule = size_rule
         self.sizes = tuple(sorted(sizes))
         self.b = b
         self.dists = distributions if distributions is not None else ExecDistributions()
@@ -214,19 +219,35 @@ class OrlojScheduler:
         return self._drop(now)
 
     def _candidate(self, max_size: int) -> int:
-        """Lines 15-19: the first size index, by (earliest deadline, size) descending, that can fill.
+        """Lines 15-19: the size index a batch is taken from (-1: none).
 
         The queues are nested (``Q`` of a larger size is a subset of a smaller one's), so their
-        earliest deadlines never decrease with the size and that order is simply the size's,
-        largest first; the deadlines need not be read here.
+        earliest deadlines never decrease with the size. ``largest``: the order "(earliest
+        deadline, size) descending" read literally, which is simply the largest size whose queue
+        can fill. ``urgent``: the prose of Sec. 3.2, "the batch size with the overall earliest
+        deadline will be chosen": the largest size that can fill among those whose queue holds
+        the most urgent request.
         """
-        members = 0
         counts = self.q.count.tolist()
-        for i in range(len(self.sizes) - 1, -1, -1):  # suffix sums: Q_i holds every request with top >= i
+        limit = len(self.sizes) - 1
+        if self.size_rule == "urgent":
+            first = self._most_urgent()
+            if first is None:
+                return -1
+            limit = int(self.q.top[first])
+        members = sum(counts[limit + 1:])
+        for i in range(limit, -1, -1):  # suffix sums: Q_i holds every request with top >= i
             members += counts[i]
             if self.sizes[i] <= max_size and members >= self.sizes[i]:
                 return i
         return -1
+
+    def _most_urgent(self) -> int | None:
+        """The slot of the pending request with the earliest deadline."""
+        heap, owner = self._deadlines, self.q.owner
+        while heap and owner[heap[0][1]] != heap[0][2]:
+            heapq.heappop(heap)
+        return heap[0][1] if heap else None
 
     def next_batch(self, now: float, max_size: int) -> Decision:
         expired = self.expire(now)
@@ -246,10 +267,8 @@ class OrlojScheduler:
 
     def earliest_deadline(self) -> float | None:
         self._flush(self._now)
-        heap, owner = self._deadlines, self.q.owner
-        while heap and owner[heap[0][1]] != heap[0][2]:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        slot = self._most_urgent()
+        return self._deadlines[0][0] if slot is not None else None
 
     # -- feedback --------------------------------------------------------------------------------
     def observe(self, feedback: Feedback) -> None:

@@ -97,3 +97,20 @@ def test_last_id_and_events_skip_what_is_not_an_event(r: "redis.Redis[bytes]", s
     assert streams.last_id(r, stream) == last
     got = list(streams.events(streams.read(r, {stream: "0-0"})))
     assert [(e.id, ev.event) for e, ev in got] == [(good.decode(), "worker.stopped")]
+
+
+def test_trim_consumed_drops_only_what_the_group_is_done_with(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    stream = Keys(settings.namespace).jobs
+    for i in range(1, 11):
+        r.xadd(stream, {"m": b"x"}, id=f"{1000 * i}-0")
+    streams.ensure_group(r, stream, "g")
+    got = streams.read_group(r, [stream], "g", "c", count=6, block_ms=None)
+    streams.ack(r, stream, "g", *[e.id for e in got[:4]])  # entries 5 and 6 stay pending, 7-10 unread
+    assert streams.trim_consumed(r, stream, "g", keep_ms=0, now_ms=1e9, approximate=False) == 4
+    assert [e[0] for e in r.xrange(stream)][0] == b"5000-0"
+    streams.ack(r, stream, "g", *[e.id for e in got[4:]])
+    # the unread entries stay; so does everything younger than keep_ms
+    assert streams.trim_consumed(r, stream, "g", keep_ms=3500, now_ms=10_000, approximate=False) == 1
+    assert r.xlen(stream) == 5
+    assert streams.trim_consumed(r, stream, "missing-group", keep_ms=0, now_ms=1e9) == 0
+    assert streams.trim_consumed(r, "no-such-stream", "g", keep_ms=0, now_ms=1e9) == 0

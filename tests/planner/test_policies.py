@@ -40,3 +40,17 @@ def test_bad_requests_raise_config_errors() -> None:
         make_scheduler("fifo", model="m", batch=0)
     with pytest.raises(ConfigError, match="not 'other'"):
         make_scheduler("orloj", model="other", profile=workload_profile(paper_workload("static"), "m"))
+
+
+def test_live_orloj_sizes_reach_the_planners_max_batch() -> None:
+    from adaserve.planner.config import default_factory
+    from adaserve.planner.policies import orloj_sizes, serving_options
+
+    assert orloj_sizes(32) == tuple(range(1, 17)) + (20, 24, 28, 32)
+    assert orloj_sizes(8) == tuple(range(1, 9))
+    assert orloj_sizes(30)[-2:] == (28, 30)
+    sched = default_factory("orloj", max_batch=24)("m", None)
+    assert sched.sizes[-1] == 24 and sched.min_refresh_s == 1.0  # type: ignore[attr-defined]
+    assert serving_options("edf", 32) == {}
+    with pytest.raises(ConfigError):
+        orloj_sizes(0)

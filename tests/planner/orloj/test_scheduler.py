@@ -175,3 +175,50 @@ def test_bad_options_are_refused() -> None:
         OrlojScheduler(b=0.0)
     with pytest.raises(ValueError):
         OrlojScheduler(rebase_exponent=math.inf)
+
+
+def test_urgent_rule_sizes_the_batch_for_the_most_urgent_request() -> None:
+    # One request can make batches of up to 4 only (deadline 0.2 s: E[L_4] ~ 0.14 s, E[L_8] ~ 0.24 s);
+    # eight others could fill size 8.
+    for rule, want in (("largest", 8), ("urgent", 4)):
+        s = _sched(sizes=(1, 2, 4, 8), size_rule=rule)
+        s.add(_p(0, 0.0, 0.2), 0.0)
+        for i in range(1, 9):
+            s.add(_p(i, 0.0, 10.0), 0.0)
+        batch = s.next_batch(0.0, 16).batch
+        assert len(batch) == want, rule
+        assert (batch[0].job_id == "j0") == (rule == "urgent")  # the urgent one rides along (best score)
+
+
+def test_unknown_size_rule_is_refused() -> None:
+    with pytest.raises(ValueError, match="size_rule"):
+        OrlojScheduler(size_rule="smallest")
+
+
+def test_staged_requests_are_placed_as_one_by_one() -> None:
+    # Requests added between queries are placed together; the batches are those of adding and
+    # querying one at a time.
+    rng = np.random.default_rng(3)
+    deadlines = rng.uniform(0.1, 2.0, 64)
+    together, alone = _sched(), _sched()
+    for i, d in enumerate(deadlines):
+        together.add(_p(i, 0.0, float(d), app=f"a{i % 3}"), 0.0)
+        alone.add(_p(i, 0.0, float(d), app=f"a{i % 3}"), 0.0)
+        len(alone)
+    assert len(together) == len(alone)
+    for t in (0.0, 0.05, 0.3, 0.9):
+        a, b = together.next_batch(t, 16), alone.next_batch(t, 16)
+        assert [p.seq for p in a.batch] == [p.seq for p in b.batch]
+        assert sorted(p.seq for p in a.expired) == sorted(p.seq for p in b.expired)
+
+
+def test_tables_are_rebuilt_at_most_every_min_refresh_s() -> None:
+    s = _sched(refresh_every=1, min_refresh_s=1.0)
+    per = (0.05, 0.06)
+    for i in range(20):
+        s.add(_p(i, 0.05 * i, 0.05 * i + 10), 0.05 * i)  # the clock moves 1 s over the loop
+        s.observe(Feedback("m", 2, 0.1, ("a", "a"), per))
+    assert s.refreshes == 1
+    s.add(_p(99, 1.2, 11.0), 1.2)
+    s.observe(Feedback("m", 2, 0.1, ("a", "a"), per))
+    assert s.refreshes == 2

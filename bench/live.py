@@ -1,0 +1,174 @@
+"""`adaserve bench live`: the batching policies on the real pipeline, with the simulator beside.
+
+Per model: the pipeline's capacity is measured first (EDF, offered well above what it can serve,
+deadlines long enough that nothing expires: completed requests per second). Then, per policy, a
+fresh stack (embedded server unless ``ADASERVE_REDIS_URL`` is set, one planner with the policy,
+one CPU worker with the defaults users get) serves every cell: loads as fractions of the capacity,
+two deadlines, ``repeats`` runs each of Poisson jobs of 4 held-out requests, the same arrivals and
+inputs for every policy. After each run its telemetry calibrates the pipeline simulator
+(``planner/sim/calibrate.py``) and the same arrivals are simulated with a fresh scheduler of the
+policy: ``sim_finish_rate`` is that prediction.
+
+A column is a policy name the planner accepts (``--policies``), so a new policy or placement rule
+joins the comparison by its name. One JSON object with ``--json``; a plot (``--plot``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from adaserve.broker import Settings, connect, load_settings
+from adaserve.producers import load_options, run_load
+from adaserve.producers.load import LoadOptions, schedule
+from adaserve.stack import Stack
+
+POLICIES = ("orloj", "edf", "fifo", "clockwork", "nexus", "clipper")
+MODELS = ("ee-audio", "fsdd-cnn")
+LOADS = (0.5, 0.8, 1.2)
+DEADLINES_MS = (30.0, 100.0)
+REQUESTS_PER_JOB = 4
+MAX_BATCH = 32
+
+
+class LiveStack(Stack):
+    """The deployment a user gets, with the worker preloading only the benchmarked model."""
+
+    def __init__(self, settings: Settings, model: str, policy: str, log_dir: Path) -> None:
+        super().__init__(settings, cpu_workers=1, gpu_worker=False, policy=policy, log_dir=log_dir,
+                         max_batch=MAX_BATCH)
+        self.model = model
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        if args[0] == "worker":
+            args = [*args, "--models", self.model]
+        super()._spawn(name, args, env)
+
+
+@contextmanager
+def live_stack(model: str, policy: str, log_dir: Path) -> Iterator[LiveStack]:
+    with LiveStack(load_settings(), model, policy, log_dir) as stack:
+        stack.wait_ready()
+        yield stack
+
+
+def events_of(stack: Stack, run: str, since_ms: int) -> list[Any]:
+    """The telemetry of one run: its requests' events and its batches' dispatches."""
+    from adaserve.telemetry import TelemetryReader
+    from adaserve.telemetry.reader import attribute_values
+
+    r = connect(stack.settings)
+    try:
+        evs = [x.event for x in TelemetryReader(r, stack.settings).history(since_ms=since_ms)]
+    finally:
+        r.close()
+    mine = {e.batch_id for e in evs if e.event == "batch.finished" and run in attribute_values(e, "run")}
+    return [e for e in evs if getattr(e, "batch_id", None) in mine or run in attribute_values(e, "run")]
+
+
+def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_dir: Path) -> float | None:
+    """The calibrated simulator's finish rate for the run these events came from."""
+    from adaserve.planner.config import default_factory
+    from adaserve.planner.profiles import fallback_profile
+    from adaserve.planner.sim.calibrate import calibrate
+    from adaserve.planner.sim.pipeline import simulate_pipeline
+
+    try:
+        cal = calibrate(events, opts.model)
+    except ValueError:
+        return None
+    found = fallback_profile(data_dir, opts.model)
+    sched = default_factory(policy, max_batch=MAX_BATCH)(opts.model, found[0] if found else None)
+    res = simulate_pipeline(sched, schedule(opts), opts.requests_per_job, opts.deadline_ms / 1000.0, cal,
+                            max_batch=MAX_BATCH, seed=seed, model=opts.model)
+    return res.finish_rate
+
+
+def capacity(model: str, log_dir: Path, seconds: float = 4.0) -> float:
+    """Requests per second the pipeline completes when offered more than it can serve."""
+    opts = load_options(model=model, rate=2000.0 / REQUESTS_PER_JOB, duration_s=seconds,
+                        requests_per_job=REQUESTS_PER_JOB, deadline_ms=60_000.0, seed=99, grace_s=30.0)
+    with live_stack(model, "edf", log_dir) as stack:
+        summary = run_load(stack.settings, opts, progress=False)
+    return summary.throughput_rps
+
+
+def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_ms: float, seed: int,
+             duration_s: float) -> dict[str, Any]:
+    opts = load_options(model=model, rate=rate_jobs, duration_s=duration_s, requests_per_job=REQUESTS_PER_JOB,
+                        deadline_ms=deadline_ms, seed=seed, grace_s=3.0)
+    opts = opts.model_copy(update={"run": f"{opts.run}-{policy}"})
+    since = int(time.time() * 1000) - 1000
+    summary = run_load(stack.settings, opts, progress=False)
+    time.sleep(0.3)  # the last batch's events
+    sim = predict(policy, opts, events_of(stack, opts.run, since), seed, stack.settings.data_dir)
+    return {"finish_rate": summary.finish_rate, "sim_finish_rate": sim, "expired": summary.expired,
+            "unfinished": summary.unfinished, "p50_ms": summary.p50_ms}
+
+
+def summarise(model: str, load: float, rate_jobs: float, deadline_ms: float, policy: str,
+              runs: list[dict[str, Any]]) -> dict[str, Any]:
+    fr = [r["finish_rate"] for r in runs]
+    sims = [r["sim_finish_rate"] for r in runs if r["sim_finish_rate"] is not None]
+    return {"model": model, "load": load, "jobs_per_s": round(rate_jobs, 2), "deadline_ms": deadline_ms,
+            "policy": policy, "finish_rate": round(statistics.median(fr), 4), "min": round(min(fr), 4),
+            "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
+            "sim_finish_rate": round(statistics.median(sims), 4) if sims else None,
+            "sim_runs": [round(x, 4) for x in sims],
+            "unfinished": sum(r["unfinished"] for r in runs)}
+
+
+def verdict(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """ORLOJ against the best baseline per (model, load, deadline), and the simulator's error."""
+    below, ahead_of_edf, groups = 0, [], {}
+    for c in cells:
+        groups.setdefault((c["model"], c["load"], c["deadline_ms"]), []).append(c)
+    for key, cs in groups.items():
+        mine = next((c for c in cs if c["policy"] == "orloj"), None)
+        others = [c for c in cs if c["policy"] != "orloj"]
+        if mine is None or not others:
+            continue
+        best = max(others, key=lambda c: c["finish_rate"])
+        if mine["finish_rate"] < best["min"]:
+            below += 1
+        edf = next((c for c in others if c["policy"] == "edf"), None)
+        if edf is not None and key[1] > 1.0:
+            ahead_of_edf.append({"model": key[0], "load": key[1], "deadline_ms": key[2],
+                                 "orloj_min": mine["min"], "edf_max": edf["max"],
+                                 "beyond_spread": mine["min"] > edf["max"]})
+    errs = [abs(c["sim_finish_rate"] - c["finish_rate"]) for c in cells if c["sim_finish_rate"] is not None]
+    return {"orloj_below_best_baseline": below, "overload_vs_edf": ahead_of_edf,
+            "sim_abs_error_max": round(max(errs), 4) if errs else None,
+            "sim_within_0.05": sum(e <= 0.05 for e in errs), "sim_cells": len(errs)}
+
+
+def plot(cells: list[dict[str, Any]], path: Path) -> Path:
+    """Finish rate against load, one panel per (model, deadline): live solid with its spread,
+    the calibrated simulator dashed, same colours."""
+    from adaserve.bench.figures import panels, save
+
+    keys = list(dict.fromkeys((c["model"], c["deadline_ms"]) for c in cells))
+    policies = list(dict.fromkeys(c["policy"] for c in cells))
+    fig, axes = panels(len(keys), cols=min(len(keys), 4), sharey=True)
+    for ax, (model, dl) in zip(axes.flat, keys):
+        for i, p in enumerate(policies):
+            mine = sorted((c for c in cells if c["model"] == model and c["deadline_ms"] == dl and c["policy"] == p),
+                          key=lambda c: c["load"])
+            x = [c["load"] for c in mine]
+            y = [c["finish_rate"] for c in mine]
+            err = [[c["finish_rate"] - c["min"] for c in mine], [c["max"] - c["finish_rate"] for c in mine]]
+            ax.errorbar(x, y, yerr=err, marker="o", color=f"C{i}", label=p, capsize=3)
+            sim = [(c["load"], c["sim_finish_rate"]) for c in mine if c["sim_finish_rate"] is not None]
+            if sim:
+                ax.plot([a for a, _ in sim], [b for _, b in sim], "--", color=f"C{i}", alpha=0.6)
+        ax.set_title(f"{model}, deadline {dl:g} ms")
+        ax.set_xlabel("load (of measured capacity)")
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("finish rate (dashed: simulator)")
+    axes[0][0].legend(fontsize=7)
+    return save(fig, axes, len(keys), path)

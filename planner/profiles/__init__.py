@@ -1,0 +1,33 @@
+"""Profiles shipped with adaserve for the zoo's models, measured on the development machine
+(2 shared CPU cores, onnxruntime on the CPU) with ``adaserve profile MODEL --local``.
+
+They are the policies' prior when neither Redis nor ``<data_dir>/profiles`` has one: without any,
+every policy starts from a cautious 10 ms a request, 50 times ee-audio's real cost, and ORLOJ's
+execution-time distributions only learn from requests measured alone (batches of one, or the
+online profiler). Re-profile on the serving machine (``adaserve profile MODEL``) to replace them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adaserve.broker.profiles import Profile
+
+__all__ = ["SHIPPED", "fallback_profile"]
+
+SHIPPED = Path(__file__).parent
+
+
+def fallback_profile(data_dir: Path, model: str) -> tuple[Profile, str] | None:
+    """The profile of ``model`` under ``data_dir/profiles``, else the shipped one, with where it
+    came from; ``None`` when there is neither (or neither parses)."""
+    for path in (data_dir / "profiles" / f"{model}.json", SHIPPED / f"{model}.json"):
+        if not path.is_file():
+            continue
+        try:
+            profile = Profile.from_json(path.read_bytes())
+        except ValueError:
+            continue  # a broken file is no profile; the next candidate may do
+        if profile.model == model:
+            return profile, str(path)
+    return None

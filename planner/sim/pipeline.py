@@ -1,0 +1,141 @@
+"""The live pipeline under a virtual clock: the planner's loop, one worker, and the costs between.
+
+``engine.simulate`` models a policy and its batches; this models what the live planner does
+around them, with the costs a ``Calibration`` measured:
+
+* a job reaches the policy its ingress delay after it was submitted, drawn among the
+  calibration run's jobs at the same point of that run, so the planner's bursts of lag recur;
+* the planner works in steps (``planner.service.Planner.step``): it asks the policy for a batch
+  while the worker has a free slot, at ``now`` plus the expected wait before the batch starts
+  (an EWMA of dispatch-to-start, as ``planner.follow`` keeps), and expires what cannot finish;
+  a busy step lasts a sampled step time (drawn the same way), so a freed slot waits for the
+  loop; an idle planner wakes when a job or a finished batch arrives, as the live one blocks
+  on its streams;
+* a batch reaches the worker a transfer time later (drawn like the delays above) and waits there
+  behind the batch in hand (one execution lane, ``slots`` batches held); it takes ``s0 + s1 k``
+  plus a residual drawn among the calibration's batches at the same point of the run (the worker
+  slows when the machine does); the policy is told the runner's share of it (``e0 + e1 k``), as
+  the live worker reports;
+* a request is on time when its batch finishes by its deadline.
+
+Pure: no clock, no Redis; the policy objects are the live ones.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import numpy as np
+
+from adaserve.planner.core import Pending, Scheduler, batch_feedback
+from adaserve.planner.sim.calibrate import Calibration
+from adaserve.planner.sim.engine import SimResult
+
+__all__ = ["simulate_pipeline"]
+
+WAKE_S = 1e-4  # an idle planner's wake-up on a new stream entry
+
+
+class _Draw:
+    """Samples of a calibration (ms), drawn as seconds: among those at the same point of the
+    calibration run (the same fraction of its samples, give or take ``window``) when they are in
+    run order, else among all."""
+
+    def __init__(self, samples_ms: list[float], ordered: bool, rng: np.random.Generator,
+                 window: float = 0.01) -> None:
+        self.v = np.asarray(samples_ms) / 1e3
+        self.ordered, self.rng, self.window = ordered, rng, window
+
+    def __call__(self, position: float) -> float:
+        n = self.v.size
+        if not self.ordered:
+            return float(self.rng.choice(self.v))
+        lo = min(max(int((position - self.window) * n), 0), n - 1)
+        hi = min(max(int((position + self.window) * n) + 1, lo + 1), n)
+        return float(self.v[lo + int(self.rng.integers(hi - lo))])
+
+
+def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job: int, deadline_s: float,
+                      cal: Calibration, *, slots: int = 2, max_batch: int = 32, seed: int = 0,
+                      model: str = "sim", app: str = "default") -> SimResult:
+    """Serve jobs submitted at ``jobs_s`` (sorted, seconds) with ``scheduler`` through the pipeline."""
+    if slots < 1 or max_batch < 1 or requests_per_job < 1 or not deadline_s > 0:
+        raise ValueError("slots, max_batch and requests_per_job >= 1 and a positive deadline are required")
+    rng = np.random.default_rng(seed)
+    n_jobs = int(jobs_s.size)
+    n = n_jobs * requests_per_job
+    resid = _Draw(cal.service_residual_ms, True, rng)
+    transfer = _Draw(cal.transfer_run_ms or [cal.transfer_ms], bool(cal.transfer_run_ms), rng)
+    step = _Draw(cal.step_ms, cal.step_ordered, rng)
+    lag = _Draw(cal.ingress_ms, cal.ingress_at_ms is not None, rng, window=0.005)
+    # when each job is read and admitted by the planner, in that order
+    seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
+    order = np.argsort(seen, kind="stable")
+    t_first = float(jobs_s[0]) if n_jobs else 0.0
+    span = max(float(jobs_s[-1]) - t_first, 1e-9) if n_jobs else 1.0
+    ended = np.zeros(n, dtype=np.int8)  # 0 pending, 1 met, 2 late, 3 expired
+    running: list[tuple[float, int, list[Pending], float, float]] = []  # (finish, tie, batch, sent, exec)
+    tie = itertools.count()
+    inflight, lane_free, nxt_job = 0, 0.0, 0
+    wait: float | None = None  # EWMA of dispatch-to-start plus the worker's time around the runner
+    batches = in_batches = 0
+    busy = 0.0
+
+    def end(items: list[Pending], code: int) -> None:
+        for p in items:
+            if ended[p.seq]:
+                raise RuntimeError(f"request {p.seq} ended twice")
+            ended[p.seq] = code
+
+    now = t_first
+    gate = t_first  # the planner's loop can dispatch again from here on
+    while nxt_job < n_jobs or running or len(scheduler):
+        while running and running[0][0] <= now:  # finished batches: slots free, feedback learnt
+            fin, _, batch, sent, exec_s = heapq.heappop(running)
+            inflight -= 1
+            end([p for p in batch if fin <= p.deadline + 1e-12], 1)
+            end([p for p in batch if fin > p.deadline + 1e-12], 2)
+            gap = max(fin - exec_s - sent, 0.0)
+            wait = gap if wait is None else wait + 0.1 * (gap - wait)
+            k = len(batch)
+            scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim"))
+        while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
+            j = int(order[nxt_job])
+            t0 = float(jobs_s[j])
+            for r in range(requests_per_job):
+                scheduler.add(Pending(str(j), str(r), app, model, t0, t0 + deadline_s,
+                                      seq=j * requests_per_job + r), float(seen[j]))
+            nxt_job += 1
+        ahead = wait or 0.0
+        end(scheduler.expire(now + ahead), 3)
+        while now >= gate and inflight < slots and len(scheduler):
+            d = scheduler.next_batch(now + ahead, max_batch)
+            end(d.expired, 3)
+            if not d.batch:
+                break
+            k = len(d.batch)
+            exec_s = (cal.exec_c0_ms + cal.exec_c1_ms * k) / 1e3
+            service = max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + resid((now - t_first) / span), exec_s)
+            lane_free = max(now + transfer((now - t_first) / span), lane_free) + service
+            inflight += 1
+            batches, in_batches, busy = batches + 1, in_batches + k, busy + service
+            heapq.heappush(running, (lane_free, next(tie), d.batch, now, exec_s))
+            gate = now + step((now - t_first) / span)
+        # the next moment anything happens: a job admitted, a batch done, the loop free again
+        times = [float(seen[order[nxt_job]]) if nxt_job < n_jobs else np.inf]
+        if running:
+            times.append(running[0][0])
+        if len(scheduler):
+            times.append(max(gate, now) if inflight < slots else max(gate, running[0][0] + WAKE_S))
+        nxt = min(times)
+        if not np.isfinite(nxt):  # nothing else will happen: let the policy expire what is left
+            first = scheduler.earliest_deadline()
+            nxt = max(now, first if first is not None else now) + 1e-6
+        now = max(nxt, now + 1e-9) if nxt <= now else nxt
+    if np.any(ended == 0):
+        raise RuntimeError("some requests never ended")
+    counts = np.bincount(ended, minlength=4)
+    return SimResult(n, int(counts[1]), int(counts[2]), int(counts[3]), batches,
+                     in_batches / batches if batches else 0.0, busy, max(now - t_first, 1e-9),
+                     np.packbits(ended == 1).tobytes())
