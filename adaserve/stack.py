@@ -27,7 +27,8 @@ log = logging.getLogger("adaserve.stack")
 class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
                  policy: str = "orloj", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
-                 log_dir: Path | None = None, split: tuple[str, ...] = (), modality: str = "optimized") -> None:
+                 log_dir: Path | None = None, split: tuple[str, ...] = (), modality: str = "optimized",
+                 persist: bool = True) -> None:
         if cpu_workers < 0:
             raise ValueError("cpu_workers must be >= 0")
         self.settings = settings
@@ -36,9 +37,11 @@ class Stack:
         self.split = tuple(split)  # planner --split options, e.g. ("effnet-lite0=gpu:cpu",)
         self.modality = modality  # planner --modality: MOSEL's policy for models with modality subsets
         self.gpu_worker = gpu_worker
+        self.persist = persist  # the embedded server's AOF (off only for benchmarks)
         self.log_dir = log_dir or settings.data_dir / "logs"
         self.server: EmbeddedServer | None = None
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._env: dict[str, str] = {}
 
     @property
     def embedded(self) -> bool:
@@ -46,16 +49,13 @@ class Stack:
 
     def start(self) -> "Stack":
         if not self.settings.redis_url:
-            self.server = EmbeddedServer(self.settings.data_dir / "server", persist=True).start()
+            self.server = EmbeddedServer(self.settings.data_dir / "server", persist=self.persist).start()
             self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,
                "ADASERVE_NAMESPACE": self.settings.namespace, "ADASERVE_DATA_DIR": str(self.settings.data_dir)}
-        planner = ["planner", "--policy", self.policy, "--max-batch", str(self.max_batch)]
-        for spec in self.split:
-            planner += ["--split", spec]
-        planner += ["--modality", self.modality]
-        self._spawn("planner", planner, env)
+        self._env = env
+        self._spawn("planner", self._planner_args(), env)
         worker = ["worker", "--pool", "cpu", "--slots", str(self.slots)]
         if self.worker_threads:
             worker += ["--threads", str(self.worker_threads)]
@@ -64,6 +64,22 @@ class Stack:
         if self.gpu_worker if self.gpu_worker is not None else _gpu_visible():
             self._spawn("worker-gpu-0", ["worker", "--pool", "gpu", "--slots", str(self.slots)], env)
         return self
+
+    def _planner_args(self) -> list[str]:
+        planner = ["planner", "--policy", self.policy, "--max-batch", str(self.max_batch)]
+        for spec in self.split:
+            planner += ["--split", spec]
+        return [*planner, "--modality", self.modality]
+
+    def restart_planner(self, policy: str, timeout_s: float = 15.0) -> None:
+        """Replace the planner with one running ``policy``; the server and workers stay up."""
+        for i, (name, proc) in enumerate(self.children):
+            if name == "planner":
+                _stop(proc, timeout_s)
+                del self.children[i]
+                break
+        self.policy = policy
+        self._spawn("planner", self._planner_args(), self._env)
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child for its life
@@ -115,6 +131,16 @@ class Stack:
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _stop(proc: "subprocess.Popen[bytes]", timeout_s: float) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def _has_models(raw: bytes) -> bool:

@@ -1,11 +1,14 @@
 """`adaserve bench live`: the batching policies on the real pipeline, with the simulator beside.
 
-Per model: the pipeline's capacity is measured first (EDF, offered well above what it can serve,
-deadlines long enough that nothing expires: completed requests per second). Then, per policy, a
-fresh stack (embedded server unless ``ADASERVE_REDIS_URL`` is set, one planner with the policy,
-one CPU worker with the defaults users get) serves every cell: loads as fractions of the capacity,
-two deadlines, ``repeats`` runs each of Poisson jobs of 4 held-out requests, the same arrivals and
-inputs for every policy. After each run its telemetry calibrates the pipeline simulator
+Per model, one stack: an embedded server (without AOF unless ``persist``: its rewrites take a
+core for seconds at unpredictable times, which is noise here, not policy), one CPU worker with
+the defaults users get, and a planner. The pipeline's capacity is measured first (EDF, offered
+twice what it serves, deadlines long enough that nothing expires: completed requests per second).
+Then, repeat by repeat and policy by policy, the planner is restarted with the policy, warmed up
+(2 s at half the capacity, not measured), and serves every cell: loads as fractions of the
+capacity, two deadlines, Poisson jobs of 4 held-out requests, the same arrivals and inputs for
+every policy in a repeat. Policies take turns within each repeat, so a slow spell of the machine
+falls on all of them. After each run its telemetry calibrates the pipeline simulator
 (``planner/sim/calibrate.py``) and the same arrivals are simulated with a fresh scheduler of the
 policy: ``sim_finish_rate`` is that prediction.
 
@@ -16,6 +19,7 @@ joins the comparison by its name. One JSON object with ``--json``; a plot (``--p
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,9 +42,9 @@ MAX_BATCH = 32
 class LiveStack(Stack):
     """The deployment a user gets, with the worker preloading only the benchmarked model."""
 
-    def __init__(self, settings: Settings, model: str, policy: str, log_dir: Path) -> None:
+    def __init__(self, settings: Settings, model: str, policy: str, log_dir: Path, persist: bool = False) -> None:
         super().__init__(settings, cpu_workers=1, gpu_worker=False, policy=policy, log_dir=log_dir,
-                         max_batch=MAX_BATCH)
+                         max_batch=MAX_BATCH, persist=persist)
         self.model = model
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
@@ -50,10 +54,20 @@ class LiveStack(Stack):
 
 
 @contextmanager
-def live_stack(model: str, policy: str, log_dir: Path) -> Iterator[LiveStack]:
-    with LiveStack(load_settings(), model, policy, log_dir) as stack:
+def live_stack(model: str, policy: str, log_dir: Path, persist: bool = False) -> Iterator[LiveStack]:
+    settings = load_settings()
+    if not settings.redis_url:  # a private embedded server: its own data, nothing left behind
+        settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="adaserve-live-", dir=log_dir)))
+    with LiveStack(settings, model, policy, log_dir, persist) as stack:
         stack.wait_ready()
         yield stack
+
+
+def warm_up(stack: Stack, model: str, rate_jobs: float, seconds: float = 2.0) -> None:
+    """Unmeasured load after a planner (re)start: its fits and the worker's caches settle."""
+    opts = load_options(model=model, rate=rate_jobs, duration_s=seconds, requests_per_job=REQUESTS_PER_JOB,
+                        deadline_ms=100.0, seed=1234, grace_s=3.0)
+    run_load(stack.settings, opts, progress=False)
 
 
 def events_of(stack: Stack, run: str, since_ms: int) -> list[Any]:
@@ -88,13 +102,11 @@ def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_d
     return res.finish_rate
 
 
-def capacity(model: str, log_dir: Path, seconds: float = 4.0) -> float:
+def capacity(stack: Stack, model: str, seconds: float = 4.0, offered_rps: float = 4000.0) -> float:
     """Requests per second the pipeline completes when offered more than it can serve."""
-    opts = load_options(model=model, rate=2000.0 / REQUESTS_PER_JOB, duration_s=seconds,
+    opts = load_options(model=model, rate=offered_rps / REQUESTS_PER_JOB, duration_s=seconds,
                         requests_per_job=REQUESTS_PER_JOB, deadline_ms=60_000.0, seed=99, grace_s=30.0)
-    with live_stack(model, "edf", log_dir) as stack:
-        summary = run_load(stack.settings, opts, progress=False)
-    return summary.throughput_rps
+    return run_load(stack.settings, opts, progress=False).throughput_rps
 
 
 def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_ms: float, seed: int,

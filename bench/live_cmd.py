@@ -41,6 +41,7 @@ def register(bench_app: typer.Typer) -> None:
         repeats: int = typer.Option(3, min=1, help="Runs per cell (seeds 0..repeats-1, the same for every policy)."),
         duration: float = typer.Option(5.0, "--duration", min=1.0, help="Seconds of load per run."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
+        persist: bool = typer.Option(False, "--persist/--no-persist", help="The embedded server's AOF, as `adaserve up` runs it (off: its rewrites are noise here)."),
     ) -> None:
         """Policies on the live pipeline, per model, load and deadline, with the calibrated simulator's prediction."""
         from rich.console import Console
@@ -55,7 +56,7 @@ def register(bench_app: typer.Typer) -> None:
         fracs, dls, names = _floats(loads, "--loads"), _floats(deadlines, "--deadlines"), _csv(models)
         err = Console(stderr=True)
         logs = Path(tempfile.mkdtemp(prefix="adaserve-bench-live-"))
-        total = len(names) * (1 + len(cols) * len(fracs) * len(dls) * repeats)
+        total = len(names) * (1 + repeats * len(cols) * (1 + len(fracs) * len(dls)))
         cells: list[dict[str, object]] = []
         caps: dict[str, float] = {}
         t0 = time.monotonic()
@@ -63,23 +64,26 @@ def register(bench_app: typer.Typer) -> None:
                       console=err) as bar:
             task = bar.add_task("live", total=total)
             for model in names:
-                bar.update(task, description=f"{model}: capacity")
-                caps[model] = live.capacity(model, logs)
-                bar.advance(task)
-                for policy in cols:
-                    runs: dict[tuple[float, float], list[dict[str, object]]] = {}
-                    with live.live_stack(model, policy, logs) as stack:
-                        for seed in range(repeats):
+                runs: dict[tuple[str, float, float], list[dict[str, object]]] = {}
+                with live.live_stack(model, "edf", logs, persist) as stack:
+                    bar.update(task, description=f"{model}: capacity")
+                    caps[model] = live.capacity(stack, model)
+                    bar.advance(task)
+                    for seed in range(repeats):
+                        for policy in cols:
+                            bar.update(task, description=f"{model} {policy}: warm-up")
+                            stack.restart_planner(policy)
+                            live.warm_up(stack, model, 0.5 * caps[model] / live.REQUESTS_PER_JOB)
+                            bar.advance(task)
                             for frac in fracs:
                                 for dl in dls:
                                     bar.update(task, description=f"{model} {policy} {frac:g}x {dl:g} ms #{seed}")
                                     rate = frac * caps[model] / live.REQUESTS_PER_JOB
-                                    runs.setdefault((frac, dl), []).append(
+                                    runs.setdefault((policy, frac, dl), []).append(
                                         live.run_cell(stack, policy, model, rate, dl, seed, duration))
                                     bar.advance(task)
-                    for (frac, dl), rs in runs.items():
-                        cells.append(live.summarise(model, frac, frac * caps[model] / live.REQUESTS_PER_JOB,
-                                                    dl, policy, rs))
+                for (policy, frac, dl), rs in runs.items():
+                    cells.append(live.summarise(model, frac, frac * caps[model] / live.REQUESTS_PER_JOB, dl, policy, rs))
         out = {"capacity_rps": {m: round(c, 1) for m, c in caps.items()}, "cells": cells,
                **live.verdict(cells), "repeats": repeats, "duration_s": duration,
                "seconds": round(time.monotonic() - t0, 1)}

@@ -37,10 +37,8 @@ class BenchStack(Stack):
         self.models = ",".join(models)
         self.pool = pool
         self.extra_pools = tuple(extra_pools)
-        self._env: dict[str, str] = {}
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
-        self._env = env  # the environment start() built, for the extra workers below
         if args[0] == "worker":
             args = [*args, "--models", self.models]
             if name.startswith("worker-cpu-"):  # the main worker: Stack starts it in pool cpu

@@ -156,43 +156,47 @@ class OrlojScheduler:
         self._staged.append(item)
 
     def _flush(self, now: float) -> None:
-        """Algorithm 1's insertion for every staged request: its sizes, slot and scores."""
+        """Algorithm 1's insertion for every staged request: its sizes and slot. Its scores are
+        computed when a batch is next taken from one of its queues (``_milestones``), as a
+        score that changed at a milestone is: live, most rows are never read before the request
+        leaves, and scoring them all on arrival was ORLOJ's largest cost in the planner's loop."""
         staged, self._staged = self._staged, []
         if not staged:
             return
         self._rebase(now)
         m = len(staged)
-        gids = np.fromiter((self._group(p.app) for p in staged), dtype=np.int64, count=m)
-        uniq, inv = np.unique(gids, return_inverse=True)
-        est = np.asarray([self._ests[g] for g in uniq.tolist()], dtype=np.float64)[inv]  # (m, sizes)
+        gid_list = [self._group(p.app) for p in staged]
+        est = np.asarray([self._ests[g] for g in gid_list], dtype=np.float64)  # (m, sizes)
         dl = np.fromiter((p.deadline for p in staged), dtype=np.float64, count=m)
         tops = (est <= (dl - now)[:, None]).sum(axis=1) - 1  # the estimates grow with the size
         keep = np.flatnonzero(tops >= 0)
         if keep.size < m:
             self._doomed.extend(staged[j] for j in np.flatnonzero(tops < 0).tolist())
-        if not keep.size:
-            return
+            if not keep.size:
+                return
+            tops, dl, est = tops[keep], dl[keep], est[keep]
+            staged = [staged[j] for j in keep.tolist()]
+            gid_list = [gid_list[j] for j in keep.tolist()]
         q = self.q
-        rids = range(self._next, self._next + keep.size)
-        self._next += keep.size
-        slots = np.fromiter((q.alloc(r) for r in rids), dtype=np.int64, count=keep.size)
-        items = [staged[j] for j in keep.tolist()]
-        for slot, item in zip(slots.tolist(), items):
+        n = len(staged)
+        rids = range(self._next, self._next + n)
+        self._next += n
+        slot_list = [q.alloc(r) for r in rids]
+        slots = np.asarray(slot_list, dtype=np.int64)
+        for slot, item in zip(slot_list, staged):
             q.items[slot] = item
-        cost = 1.0 + self.class_cost * np.fromiter((max(p.priority_class, 0) for p in items), dtype=np.float64,
-                                                   count=len(items))
-        tops, dl, est = tops[keep], dl[keep], est[keep]
+        cost = 1.0 + self.class_cost * np.asarray([max(p.priority_class, 0) for p in staged], dtype=np.float64)
         assert self._base is not None
-        q.gid[slots], q.deadline[slots], q.cost[slots] = gids[keep], dl, cost
+        q.gid[slots], q.deadline[slots], q.cost[slots] = gid_list, dl, cost
         q.decay[slots] = cost * np.exp(-self.b * (dl - self._base))
         q.est[slots] = est
-        q.drop_at[slots] = dl - est[np.arange(keep.size), tops]
+        q.drop_at[slots] = dl - est[np.arange(n), tops]
         q.top[slots] = tops
         np.add.at(q.count, tops, 1)
-        reps = tops + 1
-        rows = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
-        self._rescore(np.repeat(slots, reps), rows, now)
-        for d, slot, rid in zip(dl.tolist(), slots.tolist(), rids):
+        member = np.arange(q.n)[:, None] <= tops[None, :]  # (sizes, n): the queues each joins
+        q.beta[:, slots] = np.where(member, 0.0, -np.inf)  # a member, scored when first read
+        q.next_ms[:, slots] = np.where(member, -np.inf, np.inf)
+        for d, slot, rid in zip(dl.tolist(), slot_list, rids):
             heapq.heappush(self._deadlines, (d, slot, rid))
 
     def _drop(self, now: float) -> list[Pending]:
