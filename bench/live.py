@@ -2,8 +2,8 @@
 
 Per model, one stack: an embedded server (without AOF unless ``persist``: its rewrites take a
 core for seconds at unpredictable times, which is noise here, not policy), one CPU worker with
-the defaults users get, and a planner. The pipeline's capacity is measured first (EDF, offered
-twice what it serves, deadlines long enough that nothing expires: completed requests per second).
+the defaults users get, and a planner. The pipeline's capacity is measured first: the highest rate
+at which EDF finishes 95 % of the requests within the longest deadline (bisection).
 Then, repeat by repeat and policy by policy, the planner is restarted with the policy, warmed up
 (2 s at half the capacity, not measured), and serves every cell: loads as fractions of the
 capacity, two deadlines, Poisson jobs of 4 held-out requests, the same arrivals and inputs for
@@ -71,17 +71,14 @@ def warm_up(stack: Stack, model: str, rate_jobs: float, seconds: float = 2.0) ->
 
 
 def events_of(stack: Stack, run: str, since_ms: int) -> list[Any]:
-    """The telemetry of one run: its requests' events and its batches' dispatches."""
-    from adaserve.telemetry import TelemetryReader
-    from adaserve.telemetry.reader import attribute_values
+    """The telemetry of one run."""
+    from adaserve.telemetry import TelemetryReader, run_events
 
     r = connect(stack.settings)
     try:
-        evs = [x.event for x in TelemetryReader(r, stack.settings).history(since_ms=since_ms)]
+        return run_events(TelemetryReader(r, stack.settings), run, since_ms=since_ms)
     finally:
         r.close()
-    mine = {e.batch_id for e in evs if e.event == "batch.finished" and run in attribute_values(e, "run")}
-    return [e for e in evs if getattr(e, "batch_id", None) in mine or run in attribute_values(e, "run")]
 
 
 def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_dir: Path) -> float | None:
@@ -102,11 +99,21 @@ def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_d
     return res.finish_rate
 
 
-def capacity(stack: Stack, model: str, seconds: float = 4.0, offered_rps: float = 4000.0) -> float:
-    """Requests per second the pipeline completes when offered more than it can serve."""
-    opts = load_options(model=model, rate=offered_rps / REQUESTS_PER_JOB, duration_s=seconds,
-                        requests_per_job=REQUESTS_PER_JOB, deadline_ms=60_000.0, seed=99, grace_s=30.0)
-    return run_load(stack.settings, opts, progress=False).throughput_rps
+def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 3.0, target: float = 0.95,
+             lo_rps: float = 250.0, hi_rps: float = 4000.0, steps: int = 5) -> float:
+    """The highest offered rate (requests/s) at which EDF finishes ``target`` of the requests within
+    ``deadline_ms``, by bisection on a log scale. Throughput under an unbounded backlog would not
+    do: every batch is then the largest, which no deadline-bound load sees, and offered far too
+    much EDF finishes almost nothing on time."""
+    for _ in range(steps):
+        mid = (lo_rps * hi_rps) ** 0.5
+        opts = load_options(model=model, rate=mid / REQUESTS_PER_JOB, duration_s=seconds,
+                            requests_per_job=REQUESTS_PER_JOB, deadline_ms=deadline_ms, seed=99, grace_s=3.0)
+        if run_load(stack.settings, opts, progress=False).finish_rate >= target:
+            lo_rps = mid
+        else:
+            hi_rps = mid
+    return lo_rps
 
 
 def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_ms: float, seed: int,

@@ -67,7 +67,7 @@ def register(bench_app: typer.Typer) -> None:
                 runs: dict[tuple[str, float, float], list[dict[str, object]]] = {}
                 with live.live_stack(model, "edf", logs, persist) as stack:
                     bar.update(task, description=f"{model}: capacity")
-                    caps[model] = live.capacity(stack, model)
+                    caps[model] = live.capacity(stack, model, max(dls))
                     bar.advance(task)
                     for seed in range(repeats):
                         for policy in cols:

@@ -19,7 +19,7 @@ from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
 from adaserve.planner.core import Scheduler, batch_feedback
 from adaserve.planner.pools import Pools
-from adaserve.planner.state import Ewma, Inflight
+from adaserve.planner.state import Ewma, Inflight, RecentFloor
 
 if TYPE_CHECKING:
     import redis
@@ -34,7 +34,10 @@ class Follower:
         self.r, self.keys = r, keys
         self.pools = Pools(worker_ttl_s)
         self.inflight = Inflight()
-        self.wait: dict[str, Ewma] = {}  # pool -> ms a batch waits there before it starts
+        # pool -> ms from dispatch to start, plus the worker's time around the runner: the mean while
+        # the pool is busy (for sizing batches) and a forgetting lower bound (for expiry)
+        self.wait: dict[str, Ewma] = {}
+        self.floor: dict[str, RecentFloor] = {}
         self._last = "0-0"
         self._known_groups: set[str] = set()
 
@@ -63,7 +66,10 @@ class Follower:
     def _finished(self, ev: BatchFinished, scheds: Mapping[str, Scheduler]) -> None:
         sent = self.inflight.pop(ev.batch_id)
         if sent is not None:
-            self.wait.setdefault(ev.pool, Ewma()).add(max(ev.ts - ev.exec_ms - sent[1], 0.0))
+            gap = max(ev.ts - ev.exec_ms - sent[1], 0.0)
+            self.wait.setdefault(ev.pool, Ewma()).add(gap)
+            if not sent[2]:  # it went out to an idle pool: no queueing in this one
+                self.floor.setdefault(ev.pool, RecentFloor()).add(ev.ts, gap)
         sched = scheds.get(ev.model)
         # One part of a split model is not the batch latency the policy models; the planner keeps
         # learning from whole runs (per-part models belong to placement).
@@ -71,12 +77,22 @@ class Follower:
             sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
                                          tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool, ev.variant))
 
-    def wait_ms(self, pool: str) -> float:
-        return self.wait.get(pool, Ewma()).value
+    def wait_ms(self, pool: str, now_ms: float) -> float:
+        """Expected ms before a batch sent to ``pool`` now starts (and the worker's overhead):
+        the recent mean while batches are in flight there, its lower bound when it is idle."""
+        v = self.pools.views.get(pool)
+        if v is not None and v.inflight > 0 and pool in self.wait:
+            return self.wait[pool].value
+        return self.floor_ms(pool, now_ms)
 
-    def ahead_ms(self, model: str) -> float:
-        """The shortest queueing delay among the pools serving ``model`` (0 before any feedback)."""
-        waits = [self.wait[p.name].value for p in self.pools.serving(model) if p.name in self.wait]
+    def floor_ms(self, pool: str, now_ms: float) -> float:
+        got = self.floor.get(pool)
+        return got.value(now_ms) if got is not None else 0.0
+
+    def ahead_ms(self, model: str, now_ms: float) -> float:
+        """The least any pool serving ``model`` has recently needed before a batch's execution
+        (0 when unknown): a request that cannot finish even then is expired."""
+        waits = [self.floor_ms(p.name, now_ms) for p in self.pools.serving(model)]
         return min(waits) if waits else 0.0
 
     def refresh_inflight(self) -> None:

@@ -113,6 +113,7 @@ class Planner:
         self._scheduler_events()
         self._housekeeping()
         self._pipe.execute()
+        self.follow.inflight.stamp(self.now_ms())
 
     def _pending(self) -> bool:
         return any(len(s) for s in self.scheds.values())
@@ -168,7 +169,7 @@ class Planner:
         now_ms = self.now_ms()
         sent = False
         for model, sched in self.scheds.items():
-            self._expire(sched.expire((now_ms + self.follow.ahead_ms(model)) / 1000.0), now_ms)
+            self._expire(sched.expire((now_ms + self.follow.ahead_ms(model, now_ms)) / 1000.0), now_ms)
         progress = True
         while progress:
             progress = False
@@ -179,7 +180,7 @@ class Planner:
                 if not ready:
                     continue
                 _, model = min(ready)
-                decision = self.scheds[model].next_batch((now_ms + self.follow.wait_ms(pool.name)) / 1000.0,
+                decision = self.scheds[model].next_batch((now_ms + self.follow.wait_ms(pool.name, now_ms)) / 1000.0,
                                                          self.config.max_batch)
                 self._expire(decision.expired, now_ms)
                 if decision.batch:
@@ -197,7 +198,8 @@ class Planner:
         batch = build_batch(model, items, now_ms, self._plan(model, pool, decision))
         self._pipe.xadd(self.keys.batches(pool), {b"m": batch_bytes(batch)},
                         maxlen=self.settings.stream_maxlen, approximate=True)
-        self.follow.inflight.add(batch.id, pool, now_ms)
+        view = self.pools.views.get(pool)
+        self.follow.inflight.add(batch.id, pool, now_ms, busy=view is not None and view.inflight > 0)
         self._event("batch.dispatched", batch_id=batch.id, pool=pool, model=model, variant=batch.plan.variant,
                     size=len(items), predicted_ms=predicted_s * 1000.0)
         for p in items:
@@ -212,6 +214,7 @@ class Planner:
             return
         endings, by_job = expiries(items, now_ms, "deadline: cannot finish in time")
         self._pipe.execute()  # results of earlier dispatches first, then the expiry script
+        self.follow.inflight.stamp(self.now_ms())
         self.fin.end(endings)
         for job_id, ps in by_job.items():
             held: HeldJob = ps[0].payload[0]

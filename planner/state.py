@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from adaserve.broker.messages import Job
@@ -34,15 +35,45 @@ class Ewma:
 
 @dataclass
 class Inflight:
-    """Batches this planner dispatched and has not yet seen finish: batch id -> (pool, ms)."""
+    """Batches this planner dispatched and has not yet seen finish: batch id -> (pool, ms, whether
+    the pool had other batches in flight when it went out)."""
 
-    dispatched: dict[str, tuple[str, float]] = field(default_factory=dict)
+    dispatched: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    unstamped: list[str] = field(default_factory=list)
 
-    def add(self, batch_id: str, pool: str, ms: float) -> None:
-        self.dispatched[batch_id] = (pool, ms)
+    def add(self, batch_id: str, pool: str, ms: float, busy: bool = False) -> None:
+        self.dispatched[batch_id] = (pool, ms, busy)
+        self.unstamped.append(batch_id)
 
-    def pop(self, batch_id: str) -> tuple[str, float] | None:
+    def stamp(self, ms: float) -> None:
+        """The batches added since the last stamp reached the server at ``ms`` (the planner's
+        pipeline runs at the end of its step, after whatever else the step did)."""
+        for b in self.unstamped:
+            got = self.dispatched.get(b)
+            if got is not None:
+                self.dispatched[b] = (got[0], ms, got[2])
+        self.unstamped.clear()
+
+    def pop(self, batch_id: str) -> tuple[str, float, bool] | None:
         return self.dispatched.pop(batch_id, None)
 
     def prune(self, older_than_ms: float) -> None:
         self.dispatched = {b: v for b, v in self.dispatched.items() if v[1] >= older_than_ms}
+
+
+@dataclass
+class RecentFloor:
+    """The smallest of the values seen in the last ``horizon_ms``, 0 when none: a lower bound that
+    forgets. Expiry compares deadlines with it, so a bound that stayed high after a slow spell
+    could expire every request, and with nothing dispatched nothing would ever lower it again."""
+
+    horizon_ms: float = 2000.0
+    values: deque[tuple[float, float]] = field(default_factory=deque)  # (ms, value)
+
+    def add(self, ms: float, value: float) -> None:
+        self.values.append((ms, value))
+
+    def value(self, now_ms: float) -> float:
+        while self.values and self.values[0][0] < now_ms - self.horizon_ms:
+            self.values.popleft()
+        return min((v for _, v in self.values), default=0.0)

@@ -163,3 +163,11 @@ def parse_types(values: Sequence[str] | None) -> tuple[str, ...]:
     for v in values or ():
         out += [p.strip() for p in v.split(",") if p.strip()]
     return tuple(out)
+
+
+def run_events(reader: "TelemetryReader", run: str, *, since_ms: int | None = None) -> list[Event]:
+    """Every event of one run (``LoadOptions.run``): its jobs' and requests' events, and the
+    dispatch of each batch that served them (``batch.dispatched`` names no run)."""
+    evs = [x.event for x in reader.history(since_ms=since_ms)]
+    mine = {e.batch_id for e in evs if e.event == "batch.finished" and run in attribute_values(e, "run")}
+    return [e for e in evs if getattr(e, "batch_id", None) in mine or run in attribute_values(e, "run")]

@@ -90,8 +90,11 @@ class OrlojScheduler:
         return BatchTables(self.dists.snapshot, self.fit.c0, self.fit.c1, self.sizes, self.b, self.score_bins)
 
     def __len__(self) -> int:
+        # Requests already known to be too late count until ``expire`` hands them back: the
+        # planner only calls it while something is pending, and a request that arrived doomed
+        # after the last of the others had left used to wait for the next arrival to end.
         self._flush(self._now)
-        return len(self.q)
+        return len(self.q) + len(self._doomed)
 
     # -- scoring ---------------------------------------------------------------------------------
     def _group(self, app: str) -> int:

@@ -21,11 +21,25 @@ def register(app: typer.Typer) -> None:
         arrivals: str = typer.Option("trace", help="trace (Azure, scaled), poisson, constant or bursty."),
         requests: int = typer.Option(5000, min=1),
         workers: int = typer.Option(1, min=1),
-        max_batch: int = typer.Option(16, min=1),
+        max_batch: int | None = typer.Option(None, min=1, help="Largest batch (default 16 as in the ORLOJ paper; pipeline mode: 32, the planner's default)."),
         seed: int = typer.Option(0),
         json_out: bool = typer.Option(False, "--json", help="One JSON object per policy, one per line."),
+        calibrate_run: str | None = typer.Option(None, "--calibrate", help="Measure the pipeline's costs from this live run's telemetry (the server in ADASERVE_REDIS_URL), save them, and simulate the pipeline."),
+        calibration: Path | None = typer.Option(None, help="A saved calibration: simulate the live pipeline with its costs (with --calibrate: where to save; default calibration-RUN.json)."),
+        rate: float = typer.Option(100.0, min=0.01, help="Pipeline mode: Poisson jobs per second."),
+        requests_per_job: int = typer.Option(4, "--requests-per-job", "-k", min=1, help="Pipeline mode: requests per job."),
+        deadline_ms: float = typer.Option(30.0, "--deadline-ms", min=0.1, help="Pipeline mode: each job's deadline."),
+        duration: float = typer.Option(10.0, min=0.1, help="Pipeline mode: seconds of arrivals."),
     ) -> None:
-        """Serve a simulated workload with the planner's real scheduler objects; print finish rates."""
+        """Serve a simulated workload with the planner's real scheduler objects; print finish rates.
+
+        With --calibrate RUN or --calibration FILE: the live pipeline around the policy (ingress,
+        the planner's loop, transfer, the worker) with costs measured in a live run."""
+        if calibrate_run is not None or calibration is not None:
+            _pipeline(calibrate_run, calibration, policy, rate, duration, requests_per_job, deadline_ms, seed,
+                      max_batch or 32, json_out)
+            return
+        max_batch = max_batch or 16
         from rich.console import Console
         from rich.progress import Progress
 
@@ -62,3 +76,33 @@ def register(app: typer.Typer) -> None:
                     Console().print(out)
         except (ConfigError, ValueError) as exc:
             raise typer.BadParameter(str(exc)) from exc
+
+
+def _pipeline(run: str | None, path: Path | None, policy: str, rate: float, duration: float, k: int,
+              deadline_ms: float, seed: int, max_batch: int, json_out: bool) -> None:
+    from rich.console import Console
+
+    from adaserve.broker.errors import ConfigError
+    from adaserve.broker.settings import load_settings
+    from adaserve.planner.policies import POLICIES
+    from adaserve.planner.sim.calibrate import Calibration
+    from adaserve.planner.sim.pipeline_cli import calibration_from_run, print_results, simulate_policies
+
+    policies = [p for p in policy.split(",") if p]
+    bad = [p for p in policies if p not in POLICIES]
+    if not policies or bad:
+        raise typer.BadParameter(f"unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}")
+    try:
+        if run is not None:
+            out = path or Path(f"calibration-{run}.json")
+            cal = calibration_from_run(run, out)
+            Console(stderr=True).print(f"calibration of {run} ({cal.batches} batches of {cal.model}) saved to {out}")
+        else:
+            assert path is not None
+            cal = Calibration.load(path)
+        rows = simulate_policies(cal, policies, rate=rate, duration_s=duration, requests_per_job=k,
+                                 deadline_ms=deadline_ms, seed=seed, max_batch=max_batch,
+                                 data_dir=load_settings().data_dir)
+    except (ConfigError, ValueError, OSError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    print_results(rows, json_out)

@@ -6,8 +6,8 @@ around them, with the costs a ``Calibration`` measured:
 * a job reaches the policy its ingress delay after it was submitted, drawn among the
   calibration run's jobs at the same point of that run, so the planner's bursts of lag recur;
 * the planner works in steps (``planner.service.Planner.step``): it asks the policy for a batch
-  while the worker has a free slot, at ``now`` plus the expected wait before the batch starts
-  (an EWMA of dispatch-to-start, as ``planner.follow`` keeps), and expires what cannot finish;
+  while the worker has a free slot, at ``now`` plus the expected wait before the batch starts,
+  and expires what cannot finish even after the least recent wait, as ``planner.follow`` keeps;
   a busy step lasts a sampled step time (drawn the same way), so a freed slot waits for the
   loop; an idle planner wakes when a job or a finished batch arrives, as the live one blocks
   on its streams;
@@ -31,6 +31,7 @@ import numpy as np
 from adaserve.planner.core import Pending, Scheduler, batch_feedback
 from adaserve.planner.sim.calibrate import Calibration
 from adaserve.planner.sim.engine import SimResult
+from adaserve.planner.state import RecentFloor
 
 __all__ = ["simulate_pipeline"]
 
@@ -75,10 +76,11 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     t_first = float(jobs_s[0]) if n_jobs else 0.0
     span = max(float(jobs_s[-1]) - t_first, 1e-9) if n_jobs else 1.0
     ended = np.zeros(n, dtype=np.int8)  # 0 pending, 1 met, 2 late, 3 expired
-    running: list[tuple[float, int, list[Pending], float, float]] = []  # (finish, tie, batch, sent, exec)
+    running: list[tuple[float, int, list[Pending], float, float, bool]] = []  # (finish, tie, batch, sent, exec, busy)
     tie = itertools.count()
     inflight, lane_free, nxt_job = 0, 0.0, 0
     wait: float | None = None  # EWMA of dispatch-to-start plus the worker's time around the runner
+    floor = RecentFloor()  # the same gap for batches sent to an idle worker (ms), as the planner keeps
     batches = in_batches = 0
     busy = 0.0
 
@@ -92,12 +94,14 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     gate = t_first  # the planner's loop can dispatch again from here on
     while nxt_job < n_jobs or running or len(scheduler):
         while running and running[0][0] <= now:  # finished batches: slots free, feedback learnt
-            fin, _, batch, sent, exec_s = heapq.heappop(running)
+            fin, _, batch, sent, exec_s, was_busy = heapq.heappop(running)
             inflight -= 1
             end([p for p in batch if fin <= p.deadline + 1e-12], 1)
             end([p for p in batch if fin > p.deadline + 1e-12], 2)
             gap = max(fin - exec_s - sent, 0.0)
             wait = gap if wait is None else wait + 0.1 * (gap - wait)
+            if not was_busy:
+                floor.add(fin * 1000.0, gap * 1000.0)
             k = len(batch)
             scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim"))
         while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
@@ -107,10 +111,10 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                 scheduler.add(Pending(str(j), str(r), app, model, t0, t0 + deadline_s,
                                       seq=j * requests_per_job + r), float(seen[j]))
             nxt_job += 1
-        ahead = wait or 0.0
-        end(scheduler.expire(now + ahead), 3)
+        low = floor.value(now * 1000.0) / 1000.0
+        end(scheduler.expire(now + low), 3)
         while now >= gate and inflight < slots and len(scheduler):
-            d = scheduler.next_batch(now + ahead, max_batch)
+            d = scheduler.next_batch(now + (wait if inflight and wait is not None else low), max_batch)
             end(d.expired, 3)
             if not d.batch:
                 break
@@ -120,7 +124,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             lane_free = max(now + transfer((now - t_first) / span), lane_free) + service
             inflight += 1
             batches, in_batches, busy = batches + 1, in_batches + k, busy + service
-            heapq.heappush(running, (lane_free, next(tie), d.batch, now, exec_s))
+            heapq.heappush(running, (lane_free, next(tie), d.batch, now, exec_s, inflight > 1))
             gate = now + step((now - t_first) / span)
         # the next moment anything happens: a job admitted, a batch done, the loop free again
         times = [float(seen[order[nxt_job]]) if nxt_job < n_jobs else np.inf]

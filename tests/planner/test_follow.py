@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgpack
+import pytest
 import redis
 
 from adaserve.broker import Settings, streams
@@ -55,7 +56,29 @@ def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
     assert sorted(f.pools.views) == ["cpu"]  # w0 stopped, "old" was never seen
     # Only the whole run teaches the policy; b1 waited 20 - 5 ms before it started.
     assert [(fb.size, fb.exec_s, fb.apps) for fb in learner.seen] == [(1, 0.005, ("a",))]
-    assert f.wait_ms("cpu") == 15.0 and f.ahead_ms("m") == 15.0 and f.wait_ms("gpu") == 0.0
+    # b1 went out to an idle pool: 15 ms is also the pool's floor, for a couple of seconds
+    assert f.ahead_ms("m", 1050.0) == 15.0 and f.wait_ms("cpu", 1050.0) == 15.0 and f.wait_ms("gpu", 1050.0) == 0.0
+    assert f.ahead_ms("m", 1020.0 + 2500.0) == 0.0  # the bound forgets, so expiry cannot latch
+
+
+def test_the_mean_wait_applies_while_the_pool_is_busy_and_is_stamped_when_sent(
+        settings: Settings, r: "redis.Redis[bytes]") -> None:
+    keys = Keys(settings.namespace)
+    f = Follower(r, keys, worker_ttl_s=5.0)
+    f.start()
+    f.pools.heartbeat(WorkerHeartbeat(**_beat("w1", "cpu", 1000.0)))
+    f.pools.refresh(1000.0)
+    f.inflight.add("b1", "cpu", 990.0)             # decided at 990 ms ...
+    f.inflight.add("b2", "cpu", 990.0, busy=True)  # ... behind b1
+    f.inflight.stamp(1000.0)                       # ... and on the server at 1000 ms
+    _event(r, keys, **_finished("b1", 1010.0))
+    _event(r, keys, **_finished("b2", 1045.0))
+    f.read(None, {})
+    assert f.floor_ms("cpu", 1050.0) == 5.0        # 10 - 5 ms of execution, idle pool only
+    f.pools.views["cpu"].inflight = 1
+    assert f.wait_ms("cpu", 1050.0) == pytest.approx(5.0 + 0.1 * (40.0 - 5.0))  # the mean, busy pool
+    f.pools.views["cpu"].inflight = 0
+    assert f.wait_ms("cpu", 1050.0) == 5.0
 
 
 def test_inflight_is_the_groups_lag_plus_pending(settings: Settings, r: "redis.Redis[bytes]") -> None:

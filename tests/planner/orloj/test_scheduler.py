@@ -66,7 +66,6 @@ def test_expired_when_no_size_is_left() -> None:
 def test_infeasible_on_arrival_is_expired_at_once() -> None:
     s = _sched()
     s.add(_p(0, 0.0, 0.01), 0.0)
-    assert len(s) == 0
     d = s.next_batch(0.0, 16)
     assert [p.job_id for p in d.expired] == ["j0"] and d.batch == []
 
@@ -222,3 +221,12 @@ def test_tables_are_rebuilt_at_most_every_min_refresh_s() -> None:
     s.add(_p(99, 1.2, 11.0), 1.2)
     s.observe(Feedback("m", 2, 0.1, ("a", "a"), per))
     assert s.refreshes == 2
+
+
+def test_a_request_too_late_on_arrival_is_pending_until_expired() -> None:
+    # The live planner only calls expire while the policy has something pending: a doomed
+    # request must count, or it would wait for the next arrival to be ended.
+    s = _sched()
+    s.add(_p(0, 0.0, 0.01), 0.0)
+    assert len(s) == 1 and s.earliest_deadline() is None
+    assert [p.job_id for p in s.expire(0.0)] == ["j0"] and len(s) == 0

@@ -1,0 +1,69 @@
+"""``adaserve sim --calibrate RUN`` / ``--calibration FILE``: the live pipeline, simulated.
+
+``--calibrate RUN`` reads the telemetry of a live run (``adaserve produce`` or ``demo`` prints
+its run id) from the configured server, measures the pipeline's costs (``calibrate``) and saves
+them; with ``--calibration FILE`` a saved calibration is reused. Either way each ``--policy`` then
+serves Poisson jobs at ``--rate`` through the simulated pipeline with those costs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from adaserve.planner.sim.calibrate import Calibration, calibrate
+
+
+def calibration_from_run(run: str, out: Path) -> Calibration:
+    """Measure a live run's pipeline costs from the server's telemetry and save them to ``out``."""
+    from adaserve.broker import connect
+    from adaserve.broker.settings import load_connected_settings
+    from adaserve.telemetry import TelemetryReader, run_events
+
+    settings = load_connected_settings()
+    r = connect(settings)
+    try:
+        events = run_events(TelemetryReader(r, settings), run)
+    finally:
+        r.close()
+    if not events:
+        raise typer.BadParameter(f"no telemetry of run {run!r} on {settings.redis_url}")
+    cal = calibrate(events)
+    cal.save(out)
+    return cal
+
+
+def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, duration_s: float,
+                      requests_per_job: int, deadline_ms: float, seed: int, max_batch: int,
+                      data_dir: Path) -> list[dict[str, object]]:
+    """Each policy on Poisson jobs through the calibrated pipeline (the live planner's schedulers)."""
+    from adaserve.planner.config import default_factory
+    from adaserve.planner.profiles import fallback_profile
+    from adaserve.planner.sim.pipeline import simulate_pipeline
+    from adaserve.producers.arrivals import arrivals
+
+    jobs = np.asarray(arrivals("poisson", rate, duration_s, seed=seed))
+    found = fallback_profile(data_dir, cal.model)
+    out = []
+    for policy in policies:
+        sched = default_factory(policy, max_batch=max_batch)(cal.model, found[0] if found else None)
+        res = simulate_pipeline(sched, jobs, requests_per_job, deadline_ms / 1000.0, cal, max_batch=max_batch,
+                                seed=seed, model=cal.model)
+        out.append({"policy": policy, "model": cal.model, "jobs_per_s": rate, "deadline_ms": deadline_ms,
+                    "requests": res.requests, "finish_rate": round(res.finish_rate, 4), "met": res.met,
+                    "late": res.late, "expired": res.expired, "batches": res.batches,
+                    "mean_batch": round(res.mean_batch, 3)})
+    return out
+
+
+def print_results(results: list[dict[str, object]], json_out: bool) -> None:
+    from rich.console import Console
+
+    for row in results:
+        if json_out:
+            typer.echo(json.dumps(row))
+        else:
+            Console().print(row)

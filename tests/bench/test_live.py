@@ -1,0 +1,61 @@
+"""`adaserve bench live`: a real stack, two policies, one small cell; the verdict's arithmetic."""
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from adaserve.bench.cli import register
+from adaserve.bench.live import summarise, verdict
+
+
+def _cell(policy: str, load: float, runs: list[float]) -> dict[str, object]:
+    return summarise("m", load, 10.0, 30.0, policy,
+                     [{"finish_rate": r, "sim_finish_rate": r - 0.01, "unfinished": 0} for r in runs])
+
+
+def test_verdict_counts_cells_where_orloj_is_below_the_best_baselines_minimum() -> None:
+    cells = [_cell("orloj", 0.5, [0.90, 0.91, 0.92]), _cell("edf", 0.5, [0.95, 0.96, 0.97]),
+             _cell("orloj", 1.2, [0.80, 0.81, 0.82]), _cell("edf", 1.2, [0.70, 0.72, 0.85])]
+    v = verdict(cells)  # type: ignore[arg-type]
+    assert v["orloj_below_best_baseline"] == 1  # 0.91 < 0.95 at 0.5; 0.81 >= 0.70 at 1.2
+    assert v["overload_vs_edf"] == [{"model": "m", "load": 1.2, "deadline_ms": 30.0, "orloj_min": 0.8,
+                                     "edf_max": 0.85, "beyond_spread": False}]
+    assert v["sim_within_0.05"] == v["sim_cells"] == 4 and v["sim_abs_error_max"] == pytest.approx(0.01)
+
+
+def test_summary_is_median_min_max_of_the_runs() -> None:
+    c = _cell("fifo", 0.8, [0.7, 0.9, 0.8])
+    assert (c["finish_rate"], c["min"], c["max"], c["runs"]) == (0.8, 0.7, 0.9, [0.7, 0.9, 0.8])
+
+
+@pytest.mark.slow
+def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
+    app = typer.Typer()
+    register(app)
+    png = tmp_path / "live.png"
+    res = CliRunner().invoke(app, ["bench", "live", "--json", "--models", "ee-audio", "--policies", "orloj,edf",
+                                   "--loads", "0.3", "--deadlines", "100", "--repeats", "1", "--duration", "1",
+                                   "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["capacity_rps"]["ee-audio"] > 100
+    assert [c["policy"] for c in out["cells"]] == ["orloj", "edf"]
+    for c in out["cells"]:
+        assert 0.0 <= c["min"] <= c["finish_rate"] <= c["max"] <= 1.0
+        assert c["sim_finish_rate"] is not None and 0.0 <= c["sim_finish_rate"] <= 1.0
+        assert c["finish_rate"] > 0.5  # a light load with a generous deadline is served
+    assert out["orloj_below_best_baseline"] in (0, 1) and out["sim_cells"] == 2
+    assert png.stat().st_size > 0
+
+
+def test_unknown_policy_or_bad_loads_are_usage_errors(tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    for args in (["--policies", "orloj,lifo"], ["--loads", "0.5,x"], ["--deadlines", "-3"]):
+        res = CliRunner().invoke(app, ["bench", "live", *args, "--plot", str(tmp_path / "x.png")])
+        assert res.exit_code != 0, args
