@@ -68,12 +68,15 @@ class RecentFloor:
     could expire every request, and with nothing dispatched nothing would ever lower it again."""
 
     horizon_ms: float = 2000.0
-    values: deque[tuple[float, float]] = field(default_factory=deque)  # (ms, value)
+    # (ms, value), values increasing: a value with a smaller one after it can never be the minimum
+    values: deque[tuple[float, float]] = field(default_factory=deque)
 
     def add(self, ms: float, value: float) -> None:
+        while self.values and self.values[-1][1] >= value:
+            self.values.pop()
         self.values.append((ms, value))
 
     def value(self, now_ms: float) -> float:
         while self.values and self.values[0][0] < now_ms - self.horizon_ms:
             self.values.popleft()
-        return min((v for _, v in self.values), default=0.0)
+        return self.values[0][1] if self.values else 0.0

@@ -79,6 +79,7 @@ class OrlojScheduler:
         self._deadlines: list[tuple[float, int, int]] = []  # earliest-deadline tracking, lazy deletion
         self._doomed: list[Pending] = []
         self._staged: list[Pending] = []
+        self._next_drop = math.inf  # no drop_at is earlier: _drop has nothing to do before it
         self._next = 0
         self._base: float | None = None
         self._now = 0.0
@@ -194,6 +195,7 @@ class OrlojScheduler:
         q.decay[slots] = cost * np.exp(-self.b * (dl - self._base))
         q.est[slots] = est
         q.drop_at[slots] = dl - est[np.arange(n), tops]
+        self._next_drop = min(self._next_drop, float(q.drop_at[slots].min()))
         q.top[slots] = tops
         np.add.at(q.count, tops, 1)
         member = np.arange(q.n)[:, None] <= tops[None, :]  # (sizes, n): the queues each joins
@@ -205,8 +207,12 @@ class OrlojScheduler:
     def _drop(self, now: float) -> list[Pending]:
         """Lines 10-14: leave the queues whose size can no longer make the deadline."""
         out, self._doomed = self._doomed, []
+        if now <= self._next_drop:  # the planner asks every step; mostly nothing is due
+            return out
         q = self.q
-        due = np.flatnonzero(q.drop_at[:q.high] < now)
+        drop_at = q.drop_at[:q.high]
+        due = np.flatnonzero(drop_at < now)
+        self._next_drop = float(drop_at.min()) if drop_at.size else math.inf
         if not due.size:
             return out
         left = q.deadline[due] - now
@@ -217,6 +223,7 @@ class OrlojScheduler:
             q.lower(stay, tops)
             q.drop_at[stay] = q.deadline[stay] - q.est[stay, tops]
         out.extend(q.release_many(due[~live]))
+        self._next_drop = float(q.drop_at[:q.high].min()) if q.high else math.inf
         return out
 
     def expire(self, now: float) -> list[Pending]:
@@ -264,13 +271,10 @@ class OrlojScheduler:
         self._milestones(i, now)
         assert self._base is not None
         q = self.q
-        batch: list[Pending] = []
-        predicted = 0.0
-        for slot in q.best(i, self.sizes[i], math.exp(self.b * (now - self._base))):
-            # each member's estimate assumes the rest of the batch is drawn from the pool
-            predicted = max(predicted, float(q.est[slot, i]))
-            batch.append(q.release(slot))
-        return Decision(batch=batch, expired=expired, predicted_s=predicted)
+        best = np.asarray(q.best(i, self.sizes[i], math.exp(self.b * (now - self._base))), dtype=np.int64)
+        # each member's estimate assumes the rest of the batch is drawn from the pool
+        predicted = float(q.est[best, i].max()) if best.size else 0.0
+        return Decision(batch=q.release_many(best), expired=expired, predicted_s=predicted)
 
     def earliest_deadline(self) -> float | None:
         self._flush(self._now)

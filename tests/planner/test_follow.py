@@ -92,3 +92,15 @@ def test_inflight_is_the_groups_lag_plus_pending(settings: Settings, r: "redis.R
     streams.read_group(r, [keys.batches("cpu")], "cpu", "w1", count=1, block_ms=None)  # 1 pending, 2 lag
     f.refresh_inflight()
     assert f.pools.views["cpu"].inflight == 3 and f.pools.views["cpu"].free == 0
+
+
+def test_recent_floor_is_the_minimum_of_its_horizon() -> None:
+    from adaserve.planner.state import RecentFloor
+
+    f = RecentFloor(horizon_ms=100.0)
+    assert f.value(0.0) == 0.0
+    for ms, v in ((0.0, 5.0), (10.0, 3.0), (20.0, 4.0), (30.0, 9.0)):
+        f.add(ms, v)
+    assert f.value(30.0) == 3.0
+    assert f.value(115.0) == 4.0  # 3.0 (at 10 ms) is out of the horizon
+    assert f.value(125.0) == 9.0 and f.value(200.0) == 0.0
