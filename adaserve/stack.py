@@ -28,7 +28,7 @@ class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
                  policy: str = "orloj", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
                  log_dir: Path | None = None, split: tuple[str, ...] = (), modality: str = "optimized",
-                 persist: bool = True) -> None:
+                 persist: bool = True, server_dir: Path | None = None) -> None:
         if cpu_workers < 0:
             raise ValueError("cpu_workers must be >= 0")
         self.settings = settings
@@ -38,6 +38,7 @@ class Stack:
         self.modality = modality  # planner --modality: MOSEL's policy for models with modality subsets
         self.gpu_worker = gpu_worker
         self.persist = persist  # the embedded server's AOF (off only for benchmarks)
+        self.server_dir = server_dir or settings.data_dir / "server"
         self.log_dir = log_dir or settings.data_dir / "logs"
         self.server: EmbeddedServer | None = None
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
@@ -49,7 +50,7 @@ class Stack:
 
     def start(self) -> "Stack":
         if not self.settings.redis_url:
-            self.server = EmbeddedServer(self.settings.data_dir / "server", persist=self.persist).start()
+            self.server = EmbeddedServer(self.server_dir, persist=self.persist).start()
             self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,

@@ -43,8 +43,11 @@ class LiveStack(Stack):
     """The deployment a user gets, with the worker preloading only the benchmarked model."""
 
     def __init__(self, settings: Settings, model: str, policy: str, log_dir: Path, persist: bool = False) -> None:
+        # A private embedded server (its own directory under the logs): the user's `adaserve up`
+        # data is neither loaded nor touched; models still come from the user's data directory.
         super().__init__(settings, cpu_workers=1, gpu_worker=False, policy=policy, log_dir=log_dir,
-                         max_batch=MAX_BATCH, persist=persist)
+                         max_batch=MAX_BATCH, persist=persist,
+                         server_dir=Path(tempfile.mkdtemp(prefix="server-", dir=log_dir)))
         self.model = model
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
@@ -55,10 +58,7 @@ class LiveStack(Stack):
 
 @contextmanager
 def live_stack(model: str, policy: str, log_dir: Path, persist: bool = False) -> Iterator[LiveStack]:
-    settings = load_settings()
-    if not settings.redis_url:  # a private embedded server: its own data, nothing left behind
-        settings = load_settings(data_dir=Path(tempfile.mkdtemp(prefix="adaserve-live-", dir=log_dir)))
-    with LiveStack(settings, model, policy, log_dir, persist) as stack:
+    with LiveStack(load_settings(), model, policy, log_dir, persist) as stack:
         stack.wait_ready()
         yield stack
 

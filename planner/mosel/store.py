@@ -14,6 +14,7 @@ from pathlib import Path
 from adaserve.broker.errors import AdaserveError
 from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Settings
+from adaserve.planner.profiles import profile_files
 
 from .costs import SubsetCosts
 from .matrix import StrategyMatrix, build_matrix, matrix_path
@@ -112,14 +113,8 @@ def serving_profile(settings: Settings, model: str, stored: Profile | None,
     of them has modality subsets. A synthetic profile is never served from."""
     if stored is not None and modality_subsets(stored, device) and not is_synthetic(stored):
         return ProfileSource(stored, f"redis:{model}", None)
-    for path in (settings.data_dir / "profiles" / f"{model}.json", SHIPPED_DIR / f"{model}.json"):
-        if not path.is_file():
-            continue
-        try:
-            p = Profile.from_json(path.read_bytes())
-        except ValueError:
-            continue  # a broken file is no profile; the next candidate may do
-        if p.model == model and modality_subsets(p, device) and not is_synthetic(p):
+    for p, path in profile_files(model, (settings.data_dir / "profiles", SHIPPED_DIR)):
+        if modality_subsets(p, device) and not is_synthetic(p):
             return ProfileSource(p, f"file:{path}", path)
     return None
 

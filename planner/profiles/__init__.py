@@ -9,25 +9,34 @@ online profiler). Re-profile on the serving machine (``adaserve profile MODEL``)
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from adaserve.broker.profiles import Profile
 
-__all__ = ["SHIPPED", "fallback_profile"]
+__all__ = ["SHIPPED", "fallback_profile", "profile_files"]
 
 SHIPPED = Path(__file__).parent
 
 
-def fallback_profile(data_dir: Path, model: str) -> tuple[Profile, str] | None:
-    """The profile of ``model`` under ``data_dir/profiles``, else the shipped one, with where it
-    came from; ``None`` when there is neither (or neither parses)."""
-    for path in (data_dir / "profiles" / f"{model}.json", SHIPPED / f"{model}.json"):
+def profile_files(model: str, places: Iterable[Path]) -> Iterator[tuple[Profile, Path]]:
+    """The profiles of ``model`` stored as ``<place>/<model>.json``, in the order of ``places``;
+    missing, unreadable or other models' files are skipped (the next place may do)."""
+    for place in places:
+        path = place / f"{model}.json"
         if not path.is_file():
             continue
         try:
             profile = Profile.from_json(path.read_bytes())
         except ValueError:
-            continue  # a broken file is no profile; the next candidate may do
+            continue
         if profile.model == model:
-            return profile, str(path)
+            yield profile, path
+
+
+def fallback_profile(data_dir: Path, model: str) -> tuple[Profile, str] | None:
+    """The profile of ``model`` under ``data_dir/profiles``, else the shipped one, with where it
+    came from; ``None`` when there is neither (or neither parses)."""
+    for profile, path in profile_files(model, (data_dir / "profiles", SHIPPED)):
+        return profile, str(path)
     return None

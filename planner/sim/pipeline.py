@@ -116,7 +116,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         while now >= gate and inflight < slots and len(scheduler):
             d = scheduler.next_batch(now + (wait if inflight and wait is not None else low), max_batch)
             end(d.expired, 3)
-            if not d.batch:
+            if not d.batch:  # the policy holds its requests back: ask again a step later
+                gate = now + max(step((now - t_first) / span), WAKE_S)
                 break
             k = len(d.batch)
             exec_s = (cal.exec_c0_ms + cal.exec_c1_ms * k) / 1e3
