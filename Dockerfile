@@ -12,6 +12,7 @@ COPY workers workers
 COPY telemetry telemetry
 COPY models models
 COPY bench bench
+COPY workload workload
 RUN pip install .
 VOLUME /data
 ENTRYPOINT ["adaserve"]

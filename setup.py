@@ -16,6 +16,7 @@ ROOTS = {
     "adaserve.telemetry": "telemetry",
     "adaserve.models": "models",
     "adaserve.bench": "bench",
+    "adaserve.workload": "workload",
 }
 
 packages: list[str] = []

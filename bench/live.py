@@ -83,20 +83,16 @@ def events_of(stack: Stack, run: str, since_ms: int) -> list[Any]:
 
 def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_dir: Path) -> float | None:
     """The calibrated simulator's finish rate for the run these events came from."""
-    from adaserve.planner.config import default_factory
-    from adaserve.planner.profiles import fallback_profile
     from adaserve.planner.sim.calibrate import calibrate
-    from adaserve.planner.sim.pipeline import simulate_pipeline
+    from adaserve.planner.sim.pipeline_cli import simulate_policy
 
     try:
         cal = calibrate(events, opts.model)
     except ValueError:
         return None
-    found = fallback_profile(data_dir, opts.model)
-    sched = default_factory(policy, max_batch=MAX_BATCH)(opts.model, found[0] if found else None)
-    res = simulate_pipeline(sched, schedule(opts), opts.requests_per_job, opts.deadline_ms / 1000.0, cal,
-                            max_batch=MAX_BATCH, seed=seed, model=opts.model)
-    return res.finish_rate
+    return simulate_policy(cal, policy, schedule(opts), requests_per_job=opts.requests_per_job,
+                           deadline_ms=opts.deadline_ms, seed=seed, max_batch=MAX_BATCH,
+                           data_dir=data_dir).finish_rate
 
 
 def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 3.0, target: float = 0.95,

@@ -1,6 +1,6 @@
 """Producers: the client SDK (submit jobs, await results), arrival processes and the load generator."""
 
-from adaserve.producers.arrivals import PATTERNS, arrivals, constant, gaps_of, poisson, replay
+from adaserve.workload.arrivals import PATTERNS, arrivals, constant, gaps_of, poisson, replay
 from adaserve.producers.client import Client, JobHandle
 from adaserve.producers.ingest import IngestFigures, measure_ingest
 from adaserve.producers.jobs import build_job, encode_checked, make_job

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.settings import Limits, Settings
-from adaserve.producers.arrivals import PATTERNS, arrivals
+from adaserve.workload.arrivals import PATTERNS, arrivals
 from adaserve.producers.client import Client
 from adaserve.producers.jobs import make_job
 from adaserve.producers.results import JobResult

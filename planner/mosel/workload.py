@@ -18,8 +18,8 @@ from .queue import QueuedJob
 
 def arrival_times(gaps_s: np.ndarray | None, rate: float, n_jobs: int, seed: int) -> np.ndarray:
     """``n_jobs`` arrival times at mean ``rate``: the trace's gaps replayed from a seed-chosen
-    offset (``adaserve.producers.arrivals.replay``), or a Poisson process without a trace."""
-    from adaserve.producers.arrivals import poisson, replay
+    offset (``adaserve.workload.arrivals.replay``), or a Poisson process without a trace."""
+    from adaserve.workload.arrivals import poisson, replay
 
     duration = n_jobs / rate
     if gaps_s is None:

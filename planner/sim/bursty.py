@@ -1,4 +1,4 @@
-"""A bursty arrival process (the one pattern ``producers.arrivals`` does not have).
+"""A bursty arrival process (the one pattern ``workload.arrivals`` does not have).
 
 A two-state Markov-modulated Poisson process: bursts at ``factor`` times the quiet rate, lasting
 ``burst_s`` on average and covering ``share`` of the time, scaled so the mean rate is ``rate``.

@@ -29,13 +29,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from adaserve.broker.events import BatchDispatched, BatchFinished, Event, JobAccepted, JobExpired
 
 __all__ = ["Calibration", "calibrate"]
 
-MAX_SAMPLES = 4096  # samples kept per distribution, evenly spaced in sorted order
+MAX_SAMPLES = 4096  # samples kept per distribution, evenly spaced
 
 
 class Calibration(BaseModel):
@@ -43,19 +43,13 @@ class Calibration(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    @model_validator(mode="after")
-    def _paired(self) -> "Calibration":
-        if self.ingress_at_ms is not None and len(self.ingress_at_ms) != len(self.ingress_ms):
-            raise ValueError("ingress_at_ms must give one time per ingress_ms sample")
-        return self
-
     model: str
     batches: int = Field(ge=1)
     ingress_ms: list[float] = Field(min_length=1)
-    # When each of those jobs was submitted (ms after the run's first job), when known: the
-    # planner falls behind in bursts (a long ingress read, a collection), so the simulator draws
-    # a job's delay from jobs submitted near the same time of the run.
-    ingress_at_ms: list[float] | None = None
+    # Whether those delays are in the order the jobs were submitted: the planner falls behind in
+    # bursts (a long ingress read, a collection), so the simulator then draws a job's delay among
+    # the jobs at the same point of the run.
+    ingress_ordered: bool = False
     transfer_ms: float = Field(ge=0)
     # Per batch, in run order: dispatch to start less any time the worker was still busy with
     # the batch before (what the lane model adds itself). Empty in calibrations that predate it.
@@ -90,13 +84,6 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(c0), float(c1)
 
 
-def _thin(values: np.ndarray) -> list[float]:
-    v = np.sort(values)
-    if v.size > MAX_SAMPLES:
-        v = v[np.linspace(0, v.size - 1, MAX_SAMPLES).round().astype(int)]
-    return [round(float(x), 4) for x in v]
-
-
 def _ordered(values: np.ndarray) -> list[float]:
     """``values`` kept in their order, thinned evenly to ``MAX_SAMPLES``."""
     if values.size > MAX_SAMPLES:
@@ -106,18 +93,14 @@ def _ordered(values: np.ndarray) -> list[float]:
 
 def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
     """Measure the pipeline's costs from one run's events (those of ``model``, or the only one)."""
-    events_list = list(events)
     sent: dict[str, BatchDispatched] = {}
-    accepted: dict[str, float] = {}
-    lags: list[tuple[float, float]] = []
+    accepted: dict[str, JobAccepted] = {}
     finished: list[BatchFinished] = []
-    for ev in events_list:
+    for ev in events:
         if isinstance(ev, BatchDispatched):
             sent[ev.batch_id] = ev
         elif isinstance(ev, JobAccepted):
-            accepted[ev.job_id] = ev.ts
-            if ev.submitted_ms is not None:  # every accepted job, the ones that later expired too
-                lags.append((ev.submitted_ms, max(ev.ts - ev.submitted_ms, 0.0)))
+            accepted[ev.job_id] = ev
         elif isinstance(ev, BatchFinished) and ev.part is None and ev.items:
             finished.append(ev)
     models = {f.model for f in finished}
@@ -125,13 +108,14 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
         if len(models) != 1:
             raise ValueError(f"the run served {len(models)} models ({', '.join(sorted(models))}); name one")
         model = models.pop()
-    size, wait, service, execs, ingress, transfer = [], [], [], [], [], []
+    # every accepted job's delay, the ones that later expired too, in the order they were submitted
+    lags = sorted((a.submitted_ms, a.ts) for a in accepted.values() if a.model == model and a.submitted_ms is not None)
+    size, wait, service, execs, transfer, ingress = [], [], [], [], [], []
     prev_end = -np.inf
     for f in sorted(finished, key=lambda f: f.ts):
         d = sent.get(f.batch_id)
         if f.model != model or d is None:
             continue
-        subs = {it.job_id: f.ts - it.total_ms for it in f.items}
         started = float(np.median([f.ts - it.total_ms + it.queue_ms for it in f.items]))
         size.append(f.size)
         wait.append(max(started - d.ts, 0.0))
@@ -139,27 +123,23 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
         prev_end = f.ts
         service.append(max(f.ts - started, 0.0))
         execs.append(f.exec_ms)
-        ingress.extend(max(accepted[j] - s, 0.0) for j, s in subs.items() if j in accepted)
-    at: list[float] | None = None
+        if not lags:  # events without submitted_ms: the jobs that finished tell their own delay
+            subs = {it.job_id: f.ts - it.total_ms for it in f.items}
+            ingress.extend(max(accepted[j].ts - t, 0.0) for j, t in subs.items() if j in accepted)
     if lags:
-        lags.sort()
-        t0 = lags[0][0]
-        at, ingress = [round(t - t0, 3) for t, _ in lags], [lag for _, lag in lags]
-        if len(at) > MAX_SAMPLES:
-            keep = np.linspace(0, len(at) - 1, MAX_SAMPLES).round().astype(int).tolist()
-            at, ingress = [at[i] for i in keep], [ingress[i] for i in keep]
+        ingress = [max(ts - sub, 0.0) for sub, ts in lags]
     if not size or not ingress:
         raise ValueError(f"no finished batches of {model!r} with their dispatch and acceptance in these events")
     k, svc = np.asarray(size, dtype=np.float64), np.asarray(service)
     s0, s1 = _line(k, svc)
     e0, e1 = _line(k, np.asarray(execs))
-    lag_ms = [round(float(x), 4) for x in ingress] if at is not None else _thin(np.asarray(ingress))
-    steps = _steps(sorted(t + lag for t, lag in lags)) if lags else []
-    return Calibration(model=model, batches=len(size), ingress_ms=lag_ms, ingress_at_ms=at,
-                       transfer_ms=float(np.percentile(wait, 25)), transfer_run_ms=_ordered(np.asarray(transfer)),
-                       service_c0_ms=s0, service_c1_ms=s1,
+    steps = _steps(sorted(ts for _, ts in lags))
+    return Calibration(model=model, batches=len(size),
+                       ingress_ms=_ordered(np.asarray(ingress) if lags else np.sort(ingress)),
+                       ingress_ordered=bool(lags), transfer_ms=float(np.percentile(wait, 25)),
+                       transfer_run_ms=_ordered(np.asarray(transfer)), service_c0_ms=s0, service_c1_ms=s1,
                        service_residual_ms=_ordered(svc - (s0 + s1 * k)), exec_c0_ms=e0, exec_c1_ms=e1,
-                       step_ms=[round(x, 4) for x in steps] if steps else [0.5], step_ordered=bool(steps))
+                       step_ms=steps or [0.5], step_ordered=bool(steps))
 
 
 def _steps(accepted_ms: list[float], burst_gap_ms: float = 0.3, min_steps: int = 20) -> list[float]:
@@ -172,8 +152,4 @@ def _steps(accepted_ms: list[float], burst_gap_ms: float = 0.3, min_steps: int =
     sizes = np.diff(np.concatenate([first, [t.size]]))
     gaps = np.diff(t[first])
     busy = gaps[sizes[1:] >= 2]
-    if busy.size < min_steps:
-        return []
-    if busy.size > MAX_SAMPLES:
-        busy = busy[np.linspace(0, busy.size - 1, MAX_SAMPLES).round().astype(int)]
-    return busy.tolist()
+    return _ordered(busy) if busy.size >= min_steps else []

@@ -109,7 +109,7 @@ def _trace_gaps(name: str) -> np.ndarray:
 
 
 def arrival_times(pattern: str, rate: float, n: int, seed: int, trace: str = "conv") -> np.ndarray:
-    from adaserve.producers.arrivals import arrivals
+    from adaserve.workload.arrivals import arrivals
 
     duration = n / rate
     if pattern == "bursty":

@@ -69,7 +69,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     resid = _Draw(cal.service_residual_ms, True, rng)
     transfer = _Draw(cal.transfer_run_ms or [cal.transfer_ms], bool(cal.transfer_run_ms), rng)
     step = _Draw(cal.step_ms, cal.step_ordered, rng)
-    lag = _Draw(cal.ingress_ms, cal.ingress_at_ms is not None, rng, window=0.005)
+    lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
     seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
     order = np.argsort(seen, kind="stable")

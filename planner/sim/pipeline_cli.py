@@ -15,6 +15,7 @@ import numpy as np
 import typer
 
 from adaserve.planner.sim.calibrate import Calibration, calibrate
+from adaserve.planner.sim.engine import SimResult
 
 
 def calibration_from_run(run: str, out: Path) -> Calibration:
@@ -36,22 +37,31 @@ def calibration_from_run(run: str, out: Path) -> Calibration:
     return cal
 
 
-def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, duration_s: float,
-                      requests_per_job: int, deadline_ms: float, seed: int, max_batch: int,
-                      data_dir: Path) -> list[dict[str, object]]:
-    """Each policy on Poisson jobs through the calibrated pipeline (the live planner's schedulers)."""
+def simulate_policy(cal: Calibration, policy: str, jobs_s: np.ndarray, *, requests_per_job: int,
+                    deadline_ms: float, seed: int, max_batch: int, data_dir: Path) -> SimResult:
+    """``policy`` as the live planner builds it (the same profile fallback, the same options) on
+    jobs submitted at ``jobs_s``, through the calibrated pipeline."""
     from adaserve.planner.config import default_factory
     from adaserve.planner.profiles import fallback_profile
     from adaserve.planner.sim.pipeline import simulate_pipeline
-    from adaserve.producers.arrivals import arrivals
+
+    found = fallback_profile(data_dir, cal.model)
+    sched = default_factory(policy, max_batch=max_batch)(cal.model, found[0] if found else None)
+    return simulate_pipeline(sched, jobs_s, requests_per_job, deadline_ms / 1000.0, cal, max_batch=max_batch,
+                             seed=seed, model=cal.model)
+
+
+def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, duration_s: float,
+                      requests_per_job: int, deadline_ms: float, seed: int, max_batch: int,
+                      data_dir: Path) -> list[dict[str, object]]:
+    """Each policy on Poisson jobs through the calibrated pipeline."""
+    from adaserve.workload.arrivals import arrivals
 
     jobs = np.asarray(arrivals("poisson", rate, duration_s, seed=seed))
-    found = fallback_profile(data_dir, cal.model)
     out = []
     for policy in policies:
-        sched = default_factory(policy, max_batch=max_batch)(cal.model, found[0] if found else None)
-        res = simulate_pipeline(sched, jobs, requests_per_job, deadline_ms / 1000.0, cal, max_batch=max_batch,
-                                seed=seed, model=cal.model)
+        res = simulate_policy(cal, policy, jobs, requests_per_job=requests_per_job, deadline_ms=deadline_ms,
+                              seed=seed, max_batch=max_batch, data_dir=data_dir)
         out.append({"policy": policy, "model": cal.model, "jobs_per_s": rate, "deadline_ms": deadline_ms,
                     "requests": res.requests, "finish_rate": round(res.finish_rate, 4), "met": res.met,
                     "late": res.late, "expired": res.expired, "batches": res.batches,

@@ -47,5 +47,5 @@ def test_gpu_worker_reserves_an_nvidia_device() -> None:
 
 def test_dockerfile_copies_every_package() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    for folder in ("adaserve", "broker", "producers", "planner", "workers", "telemetry", "models", "bench"):
+    for folder in ("adaserve", "broker", "producers", "planner", "workers", "telemetry", "models", "bench", "workload"):
         assert f"COPY {folder} {folder}" in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adaserve.producers.arrivals import arrivals, constant, gaps_of, poisson, replay
+from adaserve.workload.arrivals import arrivals, constant, gaps_of, poisson, replay
 from adaserve.producers.trace import load_trace
 
 
