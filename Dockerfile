@@ -13,6 +13,8 @@ COPY telemetry telemetry
 COPY models models
 COPY bench bench
 COPY workload workload
+COPY profiling profiling
+COPY loadgen loadgen
 RUN pip install .
 VOLUME /data
 ENTRYPOINT ["adaserve"]

@@ -17,6 +17,8 @@ ROOTS = {
     "adaserve.models": "models",
     "adaserve.bench": "bench",
     "adaserve.workload": "workload",
+    "adaserve.profiling": "profiling",
+    "adaserve.loadgen": "loadgen",
 }
 
 packages: list[str] = []

@@ -10,9 +10,10 @@ import typer
 
 from adaserve import commands
 from adaserve.bench import cli as bench_cli
+from adaserve.loadgen import cli as loadgen_cli
 from adaserve.models import cli as models_cli
 from adaserve.planner import cli as planner_cli
-from adaserve.producers import cli as producers_cli
+from adaserve.profiling import cli as profiling_cli
 from adaserve.telemetry import cli as telemetry_cli
 from adaserve.workers import cli as workers_cli
 
@@ -23,7 +24,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for module in (commands, producers_cli, planner_cli, workers_cli, telemetry_cli, models_cli, bench_cli):
+for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli):
     module.register(app)
 
 

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from adaserve.producers import LoadOptions
+    from adaserve.loadgen import LoadOptions
     from adaserve.stack import Stack
 
 err = Console(stderr=True)
@@ -27,7 +27,7 @@ def up(
     """Start the pipeline (embedded server unless ADASERVE_REDIS_URL is set) until Ctrl-C or SIGTERM."""
     from adaserve.broker import ConfigError, load_settings
     from adaserve.planner.placement import parse_splits
-    from adaserve.runtime import stop_on_signals
+    from adaserve.process import stop_on_signals
     from adaserve.stack import Stack
 
     try:
@@ -71,7 +71,7 @@ def demo(
     """Start the pipeline, drive real held-out jobs through it, and report (last line: JSON)."""
     from adaserve.broker import ConfigError
     from adaserve.planner.policies import POLICIES
-    from adaserve.producers import load_options
+    from adaserve.loadgen import load_options
 
     policies = [p.strip() for p in policy.split(",") if p.strip()]
     bad = [p for p in policies if p not in POLICIES]
@@ -95,7 +95,7 @@ def demo(
 def _demo_run(opts: "LoadOptions", policy: str, workers: int, modality: str = "optimized") -> dict[str, object]:
     """One fresh pipeline with ``policy``, the load, and the producer's and telemetry's counts."""
     from adaserve.broker import connect, load_settings
-    from adaserve.producers import run_load
+    from adaserve.loadgen import run_load
     from adaserve.stack import Stack
     from adaserve.telemetry import TelemetryReader, aggregate
 

@@ -23,7 +23,7 @@ import numpy as np
 from adaserve.workers.runtime.base import RunOutput, Runner
 
 if TYPE_CHECKING:
-    from adaserve.models.profiling.data import Validation
+    from adaserve.profiling.data import Validation
 
 Timer = Callable[[], float]
 MODES = ("cpu", "gpu", "gpu_bound")
@@ -56,7 +56,7 @@ def load_target(model: str, variant: str, data_dir: Path, gpu: bool) -> Target:
 def validation_for(target: Target, most: int, data_dir: Path) -> "Validation":
     """Up to ``most`` real validation inputs of the variant, made once (part 2 gets part 1's real
     outputs, so a part-1 runner is loaded for it); ``.batch(b)`` cuts each batch from them."""
-    from adaserve.models.profiling.data import validation
+    from adaserve.profiling.data import validation
     from adaserve.models.registry import load_info
     from adaserve.workers.runtime import load_runner
 

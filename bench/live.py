@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from adaserve.broker import Settings, connect, load_settings
-from adaserve.producers import load_options, run_load
-from adaserve.producers.load import LoadOptions, schedule
+from adaserve.loadgen import LoadOptions, load_options, run_load, schedule
 from adaserve.stack import Stack
 
 POLICIES = ("orloj", "edf", "fifo", "clockwork", "nexus", "clipper")

@@ -104,7 +104,7 @@ def mosel(
     from adaserve.planner.mosel.plot import plot_fig5
     from adaserve.planner.mosel.store import find_profile, load_or_build_matrix
     from adaserve.planner.mosel.workload import WorkloadSpec
-    from adaserve.producers.trace import load_trace
+    from adaserve.workload.trace import load_trace
 
     settings = load_settings()
     out_dir = out or settings.data_dir / "bench"
@@ -142,7 +142,7 @@ def mosel(
                    "sizes": matrix.max_size, "floors": len(matrix.floors), "floor_step": matrix.floor_step},
         "workload": {"jobs_per_run": cfg.n_jobs, "seed": seed, "size_mean": spec.size_mean,
                      "size_std": spec.size_std, "max_size": spec.max_size, "slo_mult": spec.slo_mult,
-                     "arrivals": "replay of the Azure LLM conversation trace (producers/traces)"},
+                     "arrivals": "replay of the Azure LLM conversation trace (workload/traces)"},
         "target_violation": cfg.target,
         "theoretical_cap": theory,
         "curves": curves,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PLANNER_GROUP = "planners"
+# Longest the list of ORLOJ's measured-alone times grows (``Keys.orloj_samples``): writers trim to it.
+ORLOJ_SAMPLES_CAP = 10_000
 
 
 @dataclass(frozen=True)

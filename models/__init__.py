@@ -9,9 +9,10 @@ from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, read_man
 from adaserve.models.registry import (
     BUILDERS, build_model, find_model, list_models, load_info, model_names, zoo_dir,
 )
+from adaserve.models.vocab import Vocabulary
 
 __all__ = [
     "BUILDERS", "InputSpec", "ModelInfo", "VariantInfo", "build_model", "find_model",
     "list_models", "load_av_digits", "load_fsdd", "load_info", "model_names", "read_manifest",
-    "sample_inputs", "zoo_dir",
+    "Vocabulary", "sample_inputs", "zoo_dir",
 ]

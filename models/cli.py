@@ -107,7 +107,4 @@ def list_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
-    from adaserve.models.profiling import cli as profiling_cli
-
     app.add_typer(models_app, name="models")
-    profiling_cli.register(app)

@@ -29,7 +29,7 @@ def planner(
     from adaserve.broker import AdaserveError, load_settings
     from adaserve.planner.config import PlannerConfig
     from adaserve.planner.service import Planner
-    from adaserve.runtime import cli_error, setup_logging, stop_on_signals
+    from adaserve.process import cli_error, setup_logging, stop_on_signals
 
     try:
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),

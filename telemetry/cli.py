@@ -9,7 +9,7 @@ import typer
 
 from adaserve.broker.errors import AdaserveError, ConfigError
 from adaserve.broker.settings import load_connected_settings
-from adaserve.runtime import cli_error
+from adaserve.process import cli_error
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 

@@ -1,4 +1,5 @@
-"""Session fixtures: one real Redis-compatible server per test session, a fresh namespace per test.
+"""Session fixtures: one real Redis-compatible server per test session, a fresh namespace per test,
+and a stand-in planner for the SDK and load-generator tests.
 
 ``ADASERVE_TEST_REDIS_URL`` points the suite at an existing server instead (each test still gets
 its own namespace, and its keys are deleted afterwards).
@@ -7,14 +8,19 @@ its own namespace, and its keys are deleted afterwards).
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from adaserve.broker import Settings, connect, load_settings
+from adaserve.broker import PLANNER_GROUP, Ending, Finalizer, InvalidMessage, Keys, Settings, connect, load_settings
+from adaserve.broker.codec import decode, peek
+from adaserve.broker.messages import Job, Request, Result, Timings
+from adaserve.broker.streams import ensure_group, read_group
 from adaserve.embedded import EmbeddedServer
 
 
@@ -47,3 +53,78 @@ def r(settings: Settings) -> Iterator["redis.Redis[bytes]"]:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+# A stand-in planner: a real peer on the real server that ends each request through the
+# ``Finalizer``, so the SDK and the load generator are tested against the true reply path.
+
+Respond = Callable[[Job, Request], tuple[str, int | None]]
+
+
+def first_value(job: Job, req: Request) -> tuple[str, int | None]:
+    """Complete every request, predicting the first element of its first input."""
+    arr = next(iter(req.inputs.values())).to_numpy()
+    return "completed", int(arr.reshape(-1)[0])
+
+
+class StandIn:
+    def __init__(self, settings: Settings, respond: Respond = first_value) -> None:
+        self.settings = settings
+        self.respond = respond
+        self.keys = Keys(settings.namespace)
+        self.r = connect(settings)
+        self.fin = Finalizer(self.r, settings)
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        ensure_group(self.r, self.keys.jobs, PLANNER_GROUP)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> "StandIn":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.r.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for e in read_group(self.r, [self.keys.jobs], PLANNER_GROUP, "standin", block_ms=20):
+                self._serve(e.id, e.ms, e.raw or b"")
+
+    def _serve(self, entry_id: str, ms: int, raw: bytes) -> None:
+        ack = (self.keys.jobs, PLANNER_GROUP, entry_id)
+        now = time.time() * 1000
+        timings = Timings(submitted_ms=ms, finished_ms=now, total_ms=max(0.0, now - ms))
+        try:
+            job = decode(raw, expect=Job)
+        except InvalidMessage as exc:
+            p = peek(raw)
+            res = Result(job_id=p.get("id", ""), request_id="", status="rejected", reason=exc.reason, timings=timings)
+            self.fin.end([Ending(res, p.get("reply_to", "x"))], ack=ack)
+            return
+        self.seen.append(job.id)
+        self.fin.register(job, entry_id, ms)
+        endings = []
+        for req in job.requests:
+            status, pred = self.respond(job, req)
+            if status == "silent":
+                continue
+            endings.append(Ending(Result(job_id=job.id, request_id=req.id, app=job.app, model=job.model,
+                                         status=status, prediction=pred, timings=timings), job.reply_to))
+        self.fin.end(endings, ack=ack)
+
+
+@pytest.fixture
+def standin(settings: Settings, r: object) -> Iterator[Callable[..., StandIn]]:
+    made: list[StandIn] = []
+
+    def make(respond: Respond = first_value) -> StandIn:
+        s = StandIn(settings, respond).start()
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
-import threading
-from types import FrameType
-
 import typer
 
 
@@ -28,29 +22,21 @@ def worker(
 ) -> None:
     """Serve batches of one pool until SIGTERM or Ctrl-C, then finish the batches in hand and exit."""
     from rich.console import Console
-    from rich.logging import RichHandler
     from rich.progress import BarColumn, Progress, TextColumn
 
     import redis
 
     from adaserve.broker import AdaserveError, Settings, load_settings
+    from adaserve.process import setup_logging, stop_on_signals
     from adaserve.workers.config import WorkerConfig
     from adaserve.workers.service import Worker
 
     err = Console(stderr=True)
-    logging.basicConfig(level=log_level.upper(), format="%(message)s", datefmt="[%X]",
-                        handlers=[RichHandler(console=err, show_path=False)])
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            err.print("[red]second signal: leaving at once; batches in hand will be reclaimed[/red]")
-            os._exit(130)  # not sys.exit: unwinding would wait for the very drain being skipped
-        err.print(f"[yellow]{signal.Signals(signum).name}: finishing the batches in hand[/yellow]")
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    setup_logging(log_level, rich=True)
+    stop = stop_on_signals(
+        on_first=lambda name: err.print(f"[yellow]{name}: finishing the batches in hand[/yellow]"),
+        on_second=lambda: err.print("[red]second signal: leaving at once; batches in hand will be reclaimed[/red]"),
+    )
     settings: Settings | None = None
     try:
         settings = load_settings()

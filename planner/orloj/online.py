@@ -3,7 +3,7 @@
 A request's time inside a batch is not its time alone, which is what the distributions need, so
 a sample of finished requests is re-run one at a time off the critical path: ``sample_finished``
 follows ``batch.finished`` events and picks requests at random, ``enqueue_reruns`` turns each
-into an rq job (JSON serializer) that the profiling worker runs (``rerun_job.rerun``), and the
+into an rq job (JSON serializer) that the profiling worker runs (``adaserve.workers.rerun``), and the
 job appends the measured time to a per-model list that the planner drains (``drain_samples``)
 into ``OrlojScheduler.add_sample``.
 """
@@ -23,8 +23,8 @@ from adaserve.broker.streams import Entry, events, last_id, read
 
 __all__ = ["Rerun", "drain_samples", "enqueue_reruns", "latest_id", "sample_entries", "sample_finished", "samples_key"]
 
-RERUN_FUNC = "adaserve.planner.orloj.rerun_job.rerun"
-SAMPLES_CAP = 10_000
+# By name: the job loads a model runtime, so it lives on the worker side (workers/rerun.py).
+RERUN_FUNC = "adaserve.workers.rerun.rerun"
 
 
 def samples_key(namespace: str, model: str) -> str:

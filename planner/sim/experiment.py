@@ -103,12 +103,14 @@ def _alone_p99(workload: Workload) -> float:
 
 @lru_cache(maxsize=4)
 def _trace_gaps(name: str) -> np.ndarray:
-    from adaserve.producers.trace import load_trace
+    from adaserve.workload.trace import load_trace
 
     return load_trace(name).gaps_s
 
 
-def arrival_times(pattern: str, rate: float, n: int, seed: int, trace: str = "conv") -> np.ndarray:
+def experiment_arrivals(pattern: str, rate: float, n: int, seed: int, trace: str = "conv") -> np.ndarray:
+    """About ``n`` arrival times at ``rate`` for one simulated experiment: the ``workload`` patterns
+    plus the simulator's own ``bursty``."""
     from adaserve.workload.arrivals import arrivals
 
     duration = n / rate
@@ -133,7 +135,7 @@ def draw(setup: Setup) -> tuple[np.ndarray, np.ndarray, list[str]]:
     w = setup.workload
     load = setup.load if setup.load is not None else paper_load(w, workers=setup.workers, max_batch=setup.max_batch)
     rate = load * saturation_rate(w, workers=setup.workers, max_batch=setup.max_batch)
-    times = arrival_times(setup.arrivals, rate, setup.requests, setup.seed, setup.trace)
+    times = experiment_arrivals(setup.arrivals, rate, setup.requests, setup.seed, setup.trace)
     exec_s, which = w.sample(times.size, np.random.default_rng([setup.seed, 1, zlib.crc32(w.name.encode())]))
     names = w.app_names
     return times, exec_s, [names[j] for j in which]

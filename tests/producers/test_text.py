@@ -1,36 +1,13 @@
-"""Text prompts in, text out: a language model's vocabulary and generation jobs."""
+"""Text prompts in, text out: generation jobs and completions through any tokenizer."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
 
-from adaserve.broker import InvalidMessage, Tensor
+from adaserve.broker import Tensor
 from adaserve.broker.messages import Result, Timings
-from adaserve.models.lm.corpus import load_corpus
-from adaserve.producers import Vocabulary, completion, generation_job
-
-
-def test_the_vocabulary_of_an_lm_is_its_training_text_characters(tmp_path: Path) -> None:
-    vocab = Vocabulary.of("ee-lm-xs", tmp_path)
-    assert vocab.chars == load_corpus().vocab.chars
-    ids = vocab.encode("ROMEO:\nTo be")
-    assert ids.dtype == np.int64 and vocab.decode(ids) == "ROMEO:\nTo be"
-    assert vocab.decode(np.array([-1, -1, *ids[:5]])) == "ROMEO"  # padding is skipped
-
-
-def test_text_the_model_cannot_read_is_refused(tmp_path: Path) -> None:
-    vocab = Vocabulary.of("ee-lm-xs", tmp_path)
-    with pytest.raises(InvalidMessage, match="'#' is not in the vocabulary of ee-lm-xs"):
-        vocab.encode("no #hashtags")
-    with pytest.raises(InvalidMessage, match="at least one character"):
-        vocab.encode("")
-    with pytest.raises(InvalidMessage, match="not a language model"):
-        Vocabulary.of("fsdd-cnn", tmp_path)
-    with pytest.raises(ValueError):
-        Vocabulary(["a", "a"])
+from adaserve.models import Vocabulary
+from adaserve.producers import completion, generation_job
 
 
 def test_generation_jobs_carry_the_prompts_and_settings() -> None:

@@ -13,7 +13,8 @@ from adaserve.broker import Job, Keys, Request, Settings, Slo, Tensor, decode
 from adaserve.broker.events import BatchFinished
 from adaserve.broker.messages import Generation
 from adaserve.models.lm.prompts import pad_prompts
-from adaserve.producers import Client, Vocabulary, completion, generation_job, make_job
+from adaserve.models import Vocabulary
+from adaserve.producers import Client, completion, generation_job, make_job
 from adaserve.workers.runtime import load_runner
 
 LM = "ee-lm-xs"
@@ -107,7 +108,7 @@ def test_admission_rejects_prompts_and_budgets_that_do_not_fit(settings: Setting
 
 
 def test_the_load_generator_sends_held_out_prompts_as_generation_requests(settings: Settings, pipeline) -> None:
-    from adaserve.producers import load_options, run_load
+    from adaserve.loadgen import load_options, run_load
 
     opts = load_options(model=LM, rate=40, duration_s=0.5, pattern="constant", deadline_ms=10_000, grace_s=30)
     with pipeline({"cpu": (LM,)}):

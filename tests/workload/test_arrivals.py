@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adaserve.workload.arrivals import arrivals, constant, gaps_of, poisson, replay
-from adaserve.producers.trace import load_trace
+from adaserve.workload.trace import load_trace
 
 
 def test_constant_is_evenly_spaced_within_the_window() -> None:

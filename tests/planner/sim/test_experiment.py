@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from adaserve.planner.sim.bursty import bursty
-from adaserve.planner.sim.experiment import (Setup, arrival_times, draw, mean_batch_s, paper_load, run,
+from adaserve.planner.sim.experiment import (Setup, draw, experiment_arrivals, mean_batch_s, paper_load, run,
                                              saturation_rate, workload_profile)
 from adaserve.planner.sim.workloads import paper_workload
 
@@ -24,16 +24,16 @@ def test_profile_of_a_workload() -> None:
 
 @pytest.mark.parametrize("pattern", ["trace", "poisson", "constant", "bursty"])
 def test_arrival_patterns_have_the_rate_asked(pattern: str) -> None:
-    t = arrival_times(pattern, 50.0, 5000, seed=3)
+    t = experiment_arrivals(pattern, 50.0, 5000, seed=3)
     assert np.all(np.diff(t) >= 0)
     assert t.size / 5000 == pytest.approx(1.0, rel=0.1)
     with pytest.raises(ValueError):
-        arrival_times("weekly", 1.0, 10, seed=0)
+        experiment_arrivals("weekly", 1.0, 10, seed=0)
 
 
 def test_bursty_is_burstier_than_poisson() -> None:
     gaps_b = np.diff(bursty(100.0, 200.0, seed=1))
-    gaps_p = np.diff(arrival_times("poisson", 100.0, 20000, seed=1))
+    gaps_p = np.diff(experiment_arrivals("poisson", 100.0, 20000, seed=1))
     cv = lambda g: g.std() / g.mean()  # noqa: E731
     assert cv(gaps_b) > 1.2 * cv(gaps_p)
 

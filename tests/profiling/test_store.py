@@ -6,7 +6,7 @@ import redis
 
 from adaserve.broker import Keys, Settings
 from adaserve.broker.profiles import ExecHistogram, LatencyPoint, PartPoint, Profile, QualityPoint
-from adaserve.models.profiling.store import (
+from adaserve.profiling.store import (
     load, load_file, merge, merge_into_redis, profile_path, save_file, stored_models,
 )
 

@@ -1,4 +1,4 @@
-"""Commands of adaserve.producers, added to the `adaserve` CLI by `register`."""
+"""Commands of adaserve.loadgen (``produce``), added to the `adaserve` CLI by `register`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 
 from adaserve.broker.errors import AdaserveError
 from adaserve.broker.settings import load_connected_settings
-from adaserve.runtime import cli_error
+from adaserve.process import cli_error
 
 
 def produce(
@@ -31,7 +31,7 @@ def produce(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (stderr)."),
 ) -> None:
     """Send real held-out inputs at a given rate and report per-request outcomes."""
-    from adaserve.producers.load import load_options, run_load
+    from adaserve.loadgen.load import load_options, run_load
 
     try:
         settings = load_connected_settings()
@@ -47,7 +47,7 @@ def produce(
     if json_out:
         typer.echo(summary.model_dump_json())
         return
-    from adaserve.producers.report import print_summary
+    from adaserve.loadgen.report import print_summary
 
     print_summary(summary)
 

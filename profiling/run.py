@@ -10,8 +10,8 @@ from pathlib import Path
 
 from adaserve.broker.profiles import Profile
 from adaserve.models.manifest import ModelInfo
-from adaserve.models.profiling.measure import MeasureConfig, Progress, measure_variant
-from adaserve.models.profiling.store import merge
+from adaserve.profiling.measure import MeasureConfig, Progress, measure_variant
+from adaserve.profiling.store import merge
 from adaserve.models.registry import load_info
 from adaserve.workers.runtime.base import Runner
 

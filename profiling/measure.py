@@ -19,7 +19,7 @@ import numpy as np
 
 from adaserve.broker.profiles import ExecHistogram, LatencyPoint, PartPoint, Profile, QualityPoint
 from adaserve.models.manifest import ModelInfo, VariantInfo
-from adaserve.models.profiling.data import RunnerFactory, Validation, validation
+from adaserve.profiling.data import RunnerFactory, Validation, validation
 from adaserve.workers.runtime.base import Runner
 
 Progress = Callable[[int, int, str], None]  # (done, total, stage)

@@ -1,4 +1,4 @@
-"""The bundled request traces (``producers/traces/*.csv.gz``): loading, and how they were made.
+"""The bundled request traces (``workload/traces/*.csv.gz``): loading, and how they were made.
 
 Each file holds ``t_us,context_tokens,generated_tokens``: arrival time in microseconds since the
 trace's first request (the source's timestamps have microsecond resolution, so this is lossless),
@@ -50,7 +50,7 @@ def load_trace(name: str = "conv") -> Trace:
     """One of ``TRACES`` from the package data."""
     if name not in TRACES:
         raise ValueError(f"unknown trace {name!r} (bundled: {', '.join(TRACES)})")
-    raw = files("adaserve.producers.traces").joinpath(f"azure_{name}_2023.csv.gz").read_bytes()
+    raw = files("adaserve.workload.traces").joinpath(f"azure_{name}_2023.csv.gz").read_bytes()
     with gzip.open(io.BytesIO(raw), "rt") as fh:
         if fh.readline().strip() != _HEADER:
             raise ValueError(f"trace {name!r} does not start with the header {_HEADER!r}")

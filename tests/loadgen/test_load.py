@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adaserve.broker import ConfigError, Settings
-from adaserve.producers.load import load_options, run_load, schedule
+from adaserve.loadgen.load import load_options, run_load, schedule
 
 
 def labelled(model: str, n: int, seed: int) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:

@@ -6,7 +6,7 @@ import pytest
 
 from adaserve.broker.messages import Result, Timings
 from adaserve.producers.results import JobResult
-from adaserve.producers.summary import summarize
+from adaserve.loadgen.summary import summarize
 
 
 def res(job: str, rid: str, status: str, total: float, pred: int | None = None, reason: str = "") -> Result:

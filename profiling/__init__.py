@@ -6,9 +6,9 @@ into ``Keys.profile(model)`` and ``<data_dir>/profiles/<model>.json``; ``show`` 
 Importing this package does not import torch or onnxruntime.
 """
 
-from adaserve.models.profiling.measure import MeasureConfig, measure_variant, time_runs
-from adaserve.models.profiling.run import measure_model_variant, profile_model
-from adaserve.models.profiling.store import (
+from adaserve.profiling.measure import MeasureConfig, measure_variant, time_runs
+from adaserve.profiling.run import measure_model_variant, profile_model
+from adaserve.profiling.store import (
     load, load_file, merge, merge_into_redis, profile_path, save_file, stored_models,
 )
 

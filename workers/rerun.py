@@ -1,6 +1,8 @@
 """The rq job of ORLOJ's online profiler: run one finished request alone and record its time.
 
-Runs on a profiling worker (``rq worker`` on the profile queue, JSON serializer). The request's
+The planner enqueues it by name (``planner.orloj.online.RERUN_FUNC``) and reads the times back;
+it lives on the worker side because it loads a model runtime, which the planner never does. Runs
+on a profiling worker (``rq worker`` on the profile queue, JSON serializer). The request's
 inputs come from its batch, still in the pool's batch stream: stream ids are arrival times, so
 only the minute before the batch finished is scanned. The model runtime is imported inside the
 job, never at import time of this module.
@@ -16,9 +18,8 @@ import redis
 
 from adaserve.broker.codec import decode
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.keys import Keys
+from adaserve.broker.keys import ORLOJ_SAMPLES_CAP, Keys
 from adaserve.broker.messages import Batch, BatchItem
-from adaserve.planner.orloj.online import SAMPLES_CAP, samples_key
 
 __all__ = ["find_item", "record", "rerun"]
 
@@ -45,10 +46,10 @@ def find_item(r: "redis.Redis[bytes]", namespace: str, pool: str, batch_id: str,
 
 
 def record(r: "redis.Redis[bytes]", namespace: str, model: str, app: str, seconds: float) -> None:
-    key = samples_key(namespace, model)
+    key = Keys(namespace).orloj_samples(model)
     with r.pipeline(transaction=False) as p:
         p.rpush(key, json.dumps({"app": app, "exec_s": seconds}))
-        p.ltrim(key, -SAMPLES_CAP, -1)
+        p.ltrim(key, -ORLOJ_SAMPLES_CAP, -1)
         p.execute()
 
 

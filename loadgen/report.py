@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from adaserve.producers.summary import LoadSummary
+from adaserve.loadgen.summary import LoadSummary
 
 
 def _fmt(v: object) -> str:

@@ -11,14 +11,14 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from adaserve.runtime import cli_error
+from adaserve.process import cli_error
 
 if TYPE_CHECKING:
     import redis
     from rq.job import Job
 
     from adaserve.broker import Keys, Settings
-    from adaserve.models.profiling.measure import MeasureConfig
+    from adaserve.profiling.measure import MeasureConfig
 
 
 class Device(str, enum.Enum):
@@ -62,7 +62,7 @@ def run(
     from dataclasses import replace
 
     from adaserve.broker import AdaserveError, load_settings
-    from adaserve.models.profiling.measure import MeasureConfig
+    from adaserve.profiling.measure import MeasureConfig
 
     try:
         settings = load_settings()
@@ -75,7 +75,7 @@ def run(
         if local:
             _run_local(settings, targets, device.value, cfg)
             return
-        from adaserve.models.profiling.jobs import enqueue
+        from adaserve.profiling.jobs import enqueue
 
         jobs = enqueue(settings, targets, device.value, cfg)
     except (AdaserveError, ValueError) as exc:
@@ -90,7 +90,7 @@ def run(
 
 
 def _targets(model: str, variants: list[str], data_dir: Path) -> list[tuple[str, str]]:
-    from adaserve.models.profiling.run import model_info
+    from adaserve.profiling.run import model_info
     from adaserve.workers.runtime.loader import available_models
 
     models = [model] if model else available_models(data_dir)
@@ -110,8 +110,8 @@ def _run_local(settings: "Settings", targets: list[tuple[str, str]], device: str
     from rich.console import Console
     from rich.progress import Progress
 
-    from adaserve.models.profiling.run import measure_model_variant
-    from adaserve.models.profiling.store import load_file, merge, merge_into_redis, save_file
+    from adaserve.profiling.run import measure_model_variant
+    from adaserve.profiling.store import load_file, merge, merge_into_redis, save_file
 
     with Progress(console=Console(stderr=True)) as progress:
         for model, variant in targets:
@@ -139,8 +139,8 @@ def _follow(settings: "Settings", jobs: "list[Job]") -> None:
     from rich.progress import Progress
 
     from adaserve.broker import Keys, connect
-    from adaserve.models.profiling.jobs import job_progress
-    from adaserve.models.profiling.store import load, save_file
+    from adaserve.profiling.jobs import job_progress
+    from adaserve.profiling.store import load, save_file
 
     err = Console(stderr=True)
     failed = []
@@ -181,8 +181,8 @@ def show(
     from rich.console import Console
 
     from adaserve.broker import AdaserveError, load_settings
-    from adaserve.models.profiling.show import plot, tables
-    from adaserve.models.profiling.store import load, load_file, stored_models
+    from adaserve.profiling.show import plot, tables
+    from adaserve.profiling.store import load, load_file, stored_models
 
     try:
         settings = load_settings()
@@ -228,7 +228,7 @@ def profiler(
     from rich.console import Console
 
     from adaserve.broker import AdaserveError, Keys, load_connected_settings
-    from adaserve.models.profiling.jobs import run_worker
+    from adaserve.profiling.jobs import run_worker
 
     try:
         settings = load_connected_settings()

@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.settings import Limits, Settings
-from adaserve.workload.arrivals import PATTERNS, arrivals
+from adaserve.loadgen.summary import LoadSummary, summarize
 from adaserve.producers.client import Client
 from adaserve.producers.jobs import make_job
 from adaserve.producers.results import JobResult
-from adaserve.producers.summary import LoadSummary, summarize
-from adaserve.producers.trace import TRACES, load_trace
+from adaserve.workload.arrivals import PATTERNS, arrivals
+from adaserve.workload.trace import TRACES, load_trace
 
 # (model, n, seed) -> (per-request modality -> array maps, labels or None)
 InputSource = Callable[[str, int, int], tuple[Sequence[Mapping[str, np.ndarray]], "np.ndarray | None"]]

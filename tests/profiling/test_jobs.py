@@ -14,9 +14,9 @@ from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
 from adaserve.broker import Keys, Settings, load_settings
-from adaserve.models.profiling.jobs import enqueue, job_progress, queue
-from adaserve.models.profiling.measure import MeasureConfig
-from adaserve.models.profiling.store import load, load_file
+from adaserve.profiling.jobs import enqueue, job_progress, queue
+from adaserve.profiling.measure import MeasureConfig
+from adaserve.profiling.store import load, load_file
 
 TINY = replace(MeasureConfig.tiny(), batch_sizes=(1, 2), repeats=2, quality_samples=4)
 
@@ -43,7 +43,7 @@ def test_jobs_are_plain_json(r: "redis.Redis[bytes]", lm_settings: Settings) -> 
     raw = r.hget(job.key, "data")
     assert raw is not None
     func, _instance, args, kwargs = json.loads(zlib.decompress(raw))  # JSON, not a pickle
-    assert func == "adaserve.models.profiling.jobs.profile_job" and args == []
+    assert func == "adaserve.profiling.jobs.profile_job" and args == []
     assert kwargs["config"]["batch_sizes"] == [1, 2] and kwargs["namespace"] == lm_settings.namespace
     assert job_progress(job)["stage"] == "queued"
     assert job.origin == Keys(lm_settings.namespace).rq_queue

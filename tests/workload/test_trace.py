@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaserve.producers.trace import compact, load_trace
+from adaserve.workload.trace import compact, load_trace
 
 SOURCE = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
@@ -39,6 +39,6 @@ def test_compact_round_trips_a_source_file(tmp_path: Path) -> None:
 @pytest.mark.skipif(not (SOURCE / "AzureLLMInferenceTrace_code.csv").exists(), reason="source traces not here")
 def test_bundled_file_is_the_compacted_source(tmp_path: Path) -> None:
     compact(SOURCE / "AzureLLMInferenceTrace_code.csv", tmp_path / "c.csv.gz")
-    bundled = Path(__file__).resolve().parents[2] / "producers" / "traces" / "azure_code_2023.csv.gz"
+    bundled = Path(__file__).resolve().parents[2] / "workload" / "traces" / "azure_code_2023.csv.gz"
     # compare contents: compressed bytes may differ between zlib builds
     assert gzip.decompress((tmp_path / "c.csv.gz").read_bytes()) == gzip.decompress(bundled.read_bytes())

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from adaserve.broker import Keys, Settings, load_settings
 from adaserve.cli import app
-from adaserve.models.profiling.jobs import queue
+from adaserve.profiling.jobs import queue
 
 
 @pytest.fixture

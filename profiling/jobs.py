@@ -19,10 +19,10 @@ from rq.serializers import JSONSerializer
 from adaserve.broker.connection import connect
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
-from adaserve.models.profiling.measure import MeasureConfig
-from adaserve.models.profiling.store import merge_into_redis, save_file
+from adaserve.profiling.measure import MeasureConfig
+from adaserve.profiling.store import merge_into_redis, save_file
 
-JOB_FUNC = "adaserve.models.profiling.jobs.profile_job"
+JOB_FUNC = "adaserve.profiling.jobs.profile_job"
 JOB_TIMEOUT_S = 1800
 # rq blocks on the queue for up to its worker TTL: the socket must outlive that wait.
 WORKER_TTL_S = 420
@@ -68,7 +68,7 @@ def profile_job(model: str, variant: str, device: str, namespace: str,
     from rq import get_current_job
 
     from adaserve.broker.settings import load_settings
-    from adaserve.models.profiling.run import measure_model_variant
+    from adaserve.profiling.run import measure_model_variant
 
     job = get_current_job()
     settings = load_settings(namespace=namespace)

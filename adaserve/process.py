@@ -1,0 +1,60 @@
+"""Process plumbing every command shares: logging, signal-driven stop and one-line errors.
+
+It imports only the broker (for the error tree), so any package's CLI may use it; see the layering
+contract in tests/test_layers.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+import typer
+
+
+def setup_logging(level: str = "INFO", *, rich: bool = False) -> None:
+    """Plain timestamped lines (what a log collector wants), or rich lines on stderr for a person."""
+    if rich:
+        from rich.console import Console
+        from rich.logging import RichHandler
+
+        logging.basicConfig(level=level.upper(), format="%(message)s", datefmt="[%X]",
+                            handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+        return
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def stop_on_signals(*, on_first: Callable[[str], None] | None = None,
+                    on_second: Callable[[], None] | None = None) -> threading.Event:
+    """An event set by SIGINT or SIGTERM, so loops finish their current step and exit cleanly.
+
+    ``on_first`` hears the signal's name; with ``on_second``, a second signal calls it and leaves
+    at once (exit code 130) — for processes whose clean stop may take a while, such as a worker
+    draining the batches it holds.
+    """
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set() and on_second is not None:
+            on_second()
+            os._exit(130)  # not sys.exit: unwinding would wait for the very drain being skipped
+        if on_first is not None:
+            on_first(signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return stop
+
+
+def cli_error(exc: Exception | str, *, usage: tuple[type[BaseException], ...] = ()) -> typer.Exit:
+    """Print ``exc`` in red on stderr; the exit code is 2 for configuration/usage errors, else 1."""
+    from rich.console import Console
+
+    from adaserve.broker.errors import ConfigError
+
+    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    return typer.Exit(2 if isinstance(exc, (str, ConfigError, *usage)) else 1)

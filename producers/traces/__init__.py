@@ -1,1 +1,0 @@
-"""Bundled request traces (data only; ``adaserve.producers.trace`` reads them)."""

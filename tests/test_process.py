@@ -1,0 +1,54 @@
+"""Process plumbing: a first signal asks for a clean stop, a second one (where asked for) leaves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+
+from adaserve.broker.errors import ConfigError
+from adaserve.process import cli_error, stop_on_signals
+
+
+@pytest.fixture
+def restore_handlers() -> Iterator[None]:
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)
+
+
+def test_a_signal_sets_the_stop_event_and_names_itself(restore_handlers: None) -> None:
+    heard: list[str] = []
+    stop = stop_on_signals(on_first=heard.append)
+    assert not stop.is_set()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert stop.wait(2) and heard == ["SIGTERM"]
+
+
+def test_a_second_signal_leaves_at_once_when_asked() -> None:
+    script = textwrap.dedent("""
+        import os, signal, time
+        from adaserve.process import stop_on_signals
+        stop = stop_on_signals(on_first=lambda n: print("first", n, flush=True),
+                               on_second=lambda: print("second", flush=True))
+        os.kill(os.getpid(), signal.SIGINT)
+        stop.wait(2)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        print("still here", flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 130
+    assert done.stdout.split() == ["first", "SIGINT", "second"]
+
+
+def test_cli_errors_choose_their_exit_code() -> None:
+    assert cli_error(ConfigError("bad setting")).exit_code == 2
+    assert cli_error("bad usage").exit_code == 2
+    assert cli_error(RuntimeError("broke")).exit_code == 1

@@ -1,0 +1,1 @@
+"""Bundled request traces (data only; ``adaserve.workload.trace`` reads them)."""
