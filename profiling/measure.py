@@ -20,7 +20,7 @@ import numpy as np
 from adaserve.broker.profiles import ExecHistogram, LatencyPoint, PartPoint, Profile, QualityPoint
 from adaserve.models.manifest import ModelInfo, VariantInfo
 from adaserve.profiling.data import RunnerFactory, Validation, validation
-from adaserve.workers.runtime.base import Runner
+from adaserve.workers.runtime.base import GenerativeRunner, Runner
 
 Progress = Callable[[int, int, str], None]  # (done, total, stage)
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
@@ -119,9 +119,10 @@ def _quality(runner: Runner, variant: VariantInfo, val: Validation,
     if variant.kind == "lm-exit":
         from adaserve.models.lm.corpus import load_corpus
 
-        # LmRunner.perplexity: the held-out text scored by the loaded depth only.
-        score = getattr(runner, "perplexity")
-        ppl, n = score(load_corpus().val, max_windows=cfg.quality_samples)
+        if not isinstance(runner, GenerativeRunner):
+            raise TypeError(f"{variant.name} is an lm-exit variant but its runner does not generate")
+        # The held-out text scored by the loaded depth only.
+        ppl, n = runner.perplexity(load_corpus().val, max_windows=cfg.quality_samples)
         return QualityPoint(variant=variant.name, metric="perplexity", value=ppl, n=n)
     if val.correct is None:
         return None

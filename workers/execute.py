@@ -18,10 +18,10 @@ import numpy as np
 from adaserve.broker.errors import InvalidMessage, ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch
 from adaserve.broker.clock import ServerClock
-from adaserve.workers.generate import Prompt, is_generator, pack, prompt_of
-from adaserve.workers.inputs import InputError, Signature, gather, signature, specs_of, targets
+from adaserve.workers.generate import Prompt, pack, prompt_of
+from adaserve.workers.inputs import InputError, Signature, gather, signature, targets
 from adaserve.workers.runners import RunnerCache
-from adaserve.workers.runtime.base import RunOutput, Runner
+from adaserve.workers.runtime.base import GenerativeRunner, RunOutput, Runner
 
 # Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
 # InvalidArgument among them); anything else is the runtime's own fault.
@@ -84,24 +84,24 @@ class Executor:
     def run(self, batch: Batch) -> BatchOutcome:
         n = len(batch.items)
         try:
-            runner = self.runners.get(batch.model, batch.plan.variant)
+            loaded = self.runners.loaded(batch.model, batch.plan.variant)
         except (ModelNotFound, ModelLoadError) as exc:
             code = "unknown_model" if isinstance(exc, ModelNotFound) else "load_failed"
             now = self._clock.now_ms()
             return BatchOutcome(batch.plan.variant, [ItemOutcome("failed", f"{code}: {exc}") for _ in range(n)],
                                 now, now, 0.0)
-        if is_generator(runner):
-            return self._generate(batch, runner)
-        nxt = getattr(runner, "next", None)
+        if loaded.generator is not None:
+            return self._generate(batch, loaded.generator)
+        runner, nxt = loaded.runner, loaded.next
         if nxt is not None and not batch.plan.placement.next_pool:
             now = self._clock.now_ms()
-            why = (f"bad_plan: {batch.model}/{getattr(runner, 'variant', batch.plan.variant)} is a part of a "
+            why = (f"bad_plan: {batch.model}/{runner.variant} is a part of a "
                    f"split model and the plan names no pool for its next part {nxt!r}")
             return BatchOutcome(batch.plan.variant, [ItemOutcome("failed", why) for _ in range(n)], now, now, 0.0)
         keep = frozenset({"intermediate"}) if nxt is not None else frozenset()
         items: list[ItemOutcome | None] = [None] * n
         names = tuple(runner.inputs)
-        specs = specs_of(runner)
+        specs = loaded.specs
         groups: dict[Signature, list[int]] = {}
         for i, item in enumerate(batch.items):
             try:
@@ -121,10 +121,9 @@ class Executor:
             exec_s += self._run_group(runner, arrays, idx, items, keep)
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
-        return BatchOutcome(getattr(runner, "variant", batch.plan.variant), done, started, finished, exec_s * 1000.0,
-                            next_variant=nxt)
+        return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0, next_variant=nxt)
 
-    def _generate(self, batch: Batch, runner: Runner) -> BatchOutcome:
+    def _generate(self, batch: Batch, runner: GenerativeRunner) -> BatchOutcome:
         """All prompts of the batch in one padded run; a prompt that does not fit fails alone."""
         items: list[ItemOutcome | None] = [None] * len(batch.items)
         prompts: list[Prompt] = []
@@ -138,11 +137,10 @@ class Executor:
         started = self._clock.now_ms()
         exec_s = 0.0
         if prompts:
-            exec_s = self._run_group(runner, pack(prompts, int(getattr(runner, "pad_id", -1))), idx, items,
-                                     prompts=prompts)
+            exec_s = self._run_group(runner, pack(prompts, runner.pad_id), idx, items, prompts=prompts)
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
-        return BatchOutcome(getattr(runner, "variant", batch.plan.variant), done, started, finished, exec_s * 1000.0)
+        return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0)
 
     def _run_group(self, runner: Runner, arrays: dict[str, np.ndarray], idx: list[int],
                    items: list[ItemOutcome | None], keep: frozenset[str] = frozenset(),

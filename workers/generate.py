@@ -1,9 +1,10 @@
 """Prompts of a generation batch: each request checked on its own, then packed into one batch.
 
-A language-model runner (``runtime.lm.LmRunner``) takes ``tokens`` int64 [B, P], right-aligned and
-left-padded with its pad id, plus per-row ``max_new_tokens``, ``temperature`` and ``seed``. Here
-each request's prompt is validated alone (a bad prompt fails only its own request), and prompts of
-any length are packed into that one array, so they run in one batch instead of one per length.
+A language-model runner (a ``GenerativeRunner``, ``runtime.lm.LmRunner``) takes ``tokens`` int64
+[B, P], right-aligned and left-padded with its pad id, plus per-row ``max_new_tokens``,
+``temperature`` and ``seed``. Here each request's prompt is validated alone (a bad prompt fails
+only its own request), and prompts of any length are packed into that one array, so they run in
+one batch instead of one per length.
 
 A ``forward`` request on a language model is next-token prediction: one greedy token, reported
 as the result's ``prediction`` and ``confidence`` like a classifier's answer.
@@ -14,12 +15,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from adaserve.broker.messages import BatchItem
 from adaserve.workers.inputs import InputError
+from adaserve.workers.runtime.base import GenerativeRunner
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,19 +32,13 @@ class Prompt:
     forward: bool  # next-token prediction (kind "forward")
 
 
-def is_generator(runner: Any) -> bool:
-    """Does ``runner`` generate tokens from prompts (the ``LmRunner`` contract)?"""
-    return "tokens" in getattr(runner, "inputs", ()) and all(
-        hasattr(runner, a) for a in ("block_size", "pad_id", "max_new_tokens"))
-
-
 def default_seed(job_id: str, request_id: str) -> int:
     """A seed fixed by the request's identity: a redelivered batch samples the same tokens."""
     digest = hashlib.blake2b(f"{job_id}\x00{request_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
-def prompt_of(item: BatchItem, runner: Any) -> Prompt:
+def prompt_of(item: BatchItem, runner: GenerativeRunner) -> Prompt:
     """The request's prompt and generation settings; ``InputError`` saying why it cannot run."""
     t = item.inputs.get("tokens")
     if t is None:
@@ -57,15 +52,15 @@ def prompt_of(item: BatchItem, runner: Any) -> Prompt:
         raise InputError(f"'tokens' must be the integer ids of one prompt, shape [length >= 1]; "
                          f"got {t.dtype} {list(t.shape)}")
     ids = np.frombuffer(t.data, dtype=dtype.newbyteorder("<")).astype(np.int64)
-    vocab = int(getattr(runner, "vocab_size", 0) or 0)
-    if (ids < 0).any() or (vocab and (ids >= vocab).any()):
-        raise InputError(f"token ids must lie in 0..{vocab - 1}" if vocab else "token ids must not be negative")
-    block = int(runner.block_size)
+    vocab = runner.vocab_size
+    if (ids < 0).any() or (ids >= vocab).any():
+        raise InputError(f"token ids must lie in 0..{vocab - 1}")
+    block = runner.block_size
     if item.kind == "forward":
         new, temperature, seed = 1, 0.0, 0
     else:
         g = item.generation
-        new = g.max_new_tokens if g is not None and g.max_new_tokens is not None else int(runner.max_new_tokens)
+        new = g.max_new_tokens if g is not None and g.max_new_tokens is not None else runner.max_new_tokens
         temperature = g.temperature if g is not None else 0.0
         seed = g.seed if g is not None and g.seed is not None else default_seed(item.job_id, item.request_id)
     if new > block - 1:

@@ -1,8 +1,8 @@
 """Fitting requests' tensors to what a runner takes: names, per-sample shape and dtype.
 
 Requests carry one sample per tensor (no batch axis), as the model manifest's ``InputSpec``
-describes them. A runner may expose its specs (``specs`` or ``input_specs``: name -> object with
-``shape`` and ``dtype``); then each request is checked on its own and a bad one fails alone.
+describes them. A runner may declare its specs (``Runner.specs``); then each request is checked
+on its own and a bad one fails alone.
 Requests are grouped by the shapes and dtypes of their tensors, as they came off the wire, and
 each group is stacked straight from the wire bytes (one copy) and run on its own: without specs a
 wrong shape still fails only its own group, when the runtime rejects it.
@@ -11,11 +11,11 @@ wrong shape still fails only its own group, when the runtime rejects it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from adaserve.broker.tensors import Tensor, dtype_fits
+from adaserve.workers.runtime.base import Runner
 
 Spec = tuple[tuple[int, ...], str]  # per-sample shape (negative or 0 = any size), dtype
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]  # (input, dtype, shape) on the wire
@@ -25,20 +25,11 @@ class InputError(ValueError):
     """A request whose inputs do not fit the runner; the message says why."""
 
 
-def specs_of(runner: Any) -> dict[str, Spec] | None:
-    raw = getattr(runner, "specs", None) or getattr(runner, "input_specs", None)
-    if not isinstance(raw, Mapping):
+def specs_of(runner: Runner) -> dict[str, Spec] | None:
+    """The runner's specs in the form requests are checked against; None when it declares none."""
+    if not runner.specs:
         return None
-    out: dict[str, Spec] = {}
-    for name, spec in raw.items():
-        shape = getattr(spec, "shape", None)
-        dtype = getattr(spec, "dtype", None)
-        if shape is None and isinstance(spec, tuple) and len(spec) == 2:
-            shape, dtype = spec
-        if shape is None or dtype is None:
-            return None
-        out[str(name)] = (tuple(int(d) if d is not None else -1 for d in shape), str(dtype))
-    return out
+    return {name: (tuple(spec.shape), spec.dtype) for name, spec in runner.specs.items()}
 
 
 def signature(inputs: Mapping[str, Tensor], names: Sequence[str]) -> Signature:

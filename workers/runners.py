@@ -1,7 +1,9 @@
 """Runners cached per (model, variant), loaded once; failed loads are remembered for a while.
 
 A batch naming a model that is not built must not make every following batch pay a disk search,
-and a corrupt artifact must not be re-parsed for every batch, hence the negative cache.
+and a corrupt artifact must not be re-parsed for every batch, hence the negative cache. What a
+runner can do (generate, hand on to a next part, its input specs) is read once, when it is
+loaded: the executor looks it up in the cached ``Loaded`` instead of asking the runner per batch.
 """
 
 from __future__ import annotations
@@ -11,15 +13,31 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from adaserve.broker.errors import ModelLoadError, ModelNotFound
-from adaserve.workers.inputs import specs_of
-from adaserve.workers.runtime.base import Runner
+from adaserve.workers.inputs import Spec, specs_of
+from adaserve.workers.runtime.base import GenerativeRunner, Runner, SplitPart
 
 log = logging.getLogger(__name__)
 
 Loader = Callable[..., Runner]  # (model, variant, device, data_dir[, threads=]) -> Runner
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A loaded runner and its capabilities."""
+
+    runner: Runner
+    specs: dict[str, Spec] | None  # per-request specs as the executor checks them; None: unchecked
+    generator: GenerativeRunner | None  # the runner itself when it generates tokens from prompts
+    next: str | None  # the part that runs next, when the runner is a non-last part of a split model
+
+    @classmethod
+    def of(cls, runner: Runner) -> Loaded:
+        return cls(runner, specs_of(runner), runner if isinstance(runner, GenerativeRunner) else None,
+                   runner.next if isinstance(runner, SplitPart) else None)
 
 
 class RunnerCache:
@@ -42,35 +60,42 @@ class RunnerCache:
                 self._kwargs["io_binding"] = True
             else:
                 log.warning("this runtime has no IO binding; --io-binding ignored")
-        self._runners: dict[tuple[str, str], Runner] = {}
+        self._runners: dict[tuple[str, str], Loaded] = {}
         self._failed: dict[tuple[str, str], tuple[float, ModelNotFound | ModelLoadError]] = {}
         self._lock = threading.Lock()
 
     def get(self, model: str, variant: str = "default") -> Runner:
         """The runner for ``model``/``variant``; raises ``ModelNotFound`` or ``ModelLoadError``."""
+        return self.loaded(model, variant).runner
+
+    def loaded(self, model: str, variant: str = "default") -> Loaded:
+        """The runner for ``model``/``variant`` with its capabilities; raises like ``get``."""
         key = (model, variant)
-        runner = self._runners.get(key)
-        if runner is not None:
-            return runner
+        entry = self._runners.get(key)
+        if entry is not None:
+            return entry
         with self._lock:  # one load per key even if the heartbeat asks at the same time
-            runner = self._runners.get(key)
-            if runner is not None:
-                return runner
+            entry = self._runners.get(key)
+            if entry is not None:
+                return entry
             failed = self._failed.get(key)
             if failed is not None and time.monotonic() - failed[0] < self._retry_s:
                 raise failed[1]
             try:
                 runner = self._load(model, variant, self._device, self._data_dir, **self._kwargs)
+                if not isinstance(runner, Runner):  # its capabilities would be guesses
+                    raise TypeError(f"the loader returned a {type(runner).__name__}, not a Runner")
+                entry = Loaded.of(runner)
             except ModelNotFound as exc:
                 err: ModelNotFound | ModelLoadError = exc
             except Exception as exc:  # noqa: BLE001 - any runtime failure to load is reported, not fatal
                 err = ModelLoadError(f"{model}/{variant}: {type(exc).__name__}: {exc}")
             else:
-                self._runners[key] = runner
+                self._runners[key] = entry
                 # The runner knows the variant "default" stands for; cache it under that name too.
-                self._runners.setdefault((model, getattr(runner, "variant", variant)), runner)
+                self._runners.setdefault((model, runner.variant), entry)
                 self._failed.pop(key, None)
-                return runner
+                return entry
             self._failed[key] = (time.monotonic(), err)
             raise err
 
@@ -82,17 +107,17 @@ class RunnerCache:
         specs, for the heartbeat: planners reject requests that do not fit before they share a
         batch. A dimension <= 0 takes any size (up to ``max_length``, when given)."""
         out: dict[str, dict[str, dict[str, object]]] = {}
-        for (model, _), runner in sorted(self._snapshot().items()):
+        for (model, _), entry in sorted(self._snapshot().items()):
             # A runner may add limits of its own to a spec (a language model's context, say).
-            extra = getattr(runner, "input_limits", None) or {}
-            for name, (shape, dtype) in (specs_of(runner) or {}).items():
+            extra = entry.runner.input_limits
+            for name, (shape, dtype) in (entry.specs or {}).items():
                 out.setdefault(model, {}).setdefault(name, {"shape": list(shape), "dtype": dtype, **extra.get(name, {})})
         return out
 
     def variants(self) -> list[tuple[str, str]]:
         return sorted(self._snapshot())
 
-    def _snapshot(self) -> dict[tuple[str, str], Runner]:
+    def _snapshot(self) -> dict[tuple[str, str], Loaded]:
         # The heartbeat thread reads while the executor may be loading: a C-level copy is atomic
         # under the GIL, and taking the lock would stall heartbeats for as long as a load lasts.
         return dict(self._runners)

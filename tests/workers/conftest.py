@@ -1,4 +1,4 @@
-"""A tiny real ONNX model behind the Runner protocol, and helpers to feed a worker real batches.
+"""A tiny real ONNX model behind the Runner interface, and helpers to feed a worker real batches.
 
 The model is ``logits = x @ W + b`` with ``W`` chosen so that the predicted class of an input is
 the index of its largest of the first three features: tests know every right answer.
@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +22,9 @@ from adaserve.broker.codec import decode, encode
 from adaserve.broker.errors import ModelNotFound
 from adaserve.broker.messages import Batch, BatchItem, Job, Placement, Plan, Request, Result, Slo
 from adaserve.broker.streams import ensure_group, publish
+from adaserve.models.manifest import InputSpec
 from adaserve.workers import Worker, WorkerConfig
-from adaserve.workers.runtime.base import RunOutput
+from adaserve.workers.runtime.base import RunOutput, Runner
 
 FEATURES = 4
 CLASSES = 3
@@ -50,14 +50,8 @@ def tiny_onnx(path: Path) -> Path:
     return path
 
 
-@dataclass
-class Spec:
-    shape: tuple[int, ...]
-    dtype: str
-
-
-class TinyRunner:
-    """The Runner protocol over an onnxruntime session of the tiny model."""
+class TinyRunner(Runner):
+    """A Runner over an onnxruntime session of the tiny model ("nospec": no specs declared)."""
 
     def __init__(self, path: Path, variant: str = "default", *, with_specs: bool = True, delay_s: float = 0.0) -> None:
         import onnxruntime as ort
@@ -69,7 +63,7 @@ class TinyRunner:
         self.inputs = ("x",)
         self.delay_s = delay_s
         if with_specs:
-            self.specs = {"x": Spec((FEATURES,), "float32")}
+            self.specs = {"x": InputSpec(shape=(FEATURES,), dtype="float32")}
 
     def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
         if self.delay_s:

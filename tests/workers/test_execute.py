@@ -10,10 +10,10 @@ from adaserve.broker.errors import ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch, BatchItem, Plan
 from adaserve.broker import ServerClock
 from adaserve.workers import Executor, RunnerCache
-from adaserve.workers.runtime.base import RunOutput
+from adaserve.workers.runtime.base import RunOutput, Runner
 
 
-class Doubler:
+class Doubler(Runner):
     """Predicts the sum of each row; records what it was given."""
 
     model, variant, device, inputs = "m", "v1", "cpu", ("a",)

@@ -26,10 +26,10 @@ from adaserve.broker.streams import read_group
 from adaserve.workers import Worker, WorkerConfig
 from adaserve.workers.execute import BatchOutcome, ItemOutcome, WireRow
 from adaserve.workers.forward import Forwarder, next_batches
-from adaserve.workers.runtime.base import RunOutput
+from adaserve.workers.runtime.base import RunOutput, SplitPart
 
 
-class Part:
+class Part(SplitPart):
     model, device = "toy", "cpu"
 
     def __init__(self, k: int) -> None:

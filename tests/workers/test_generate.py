@@ -13,26 +13,24 @@ from adaserve.broker.messages import Batch, BatchItem, Generation, Plan
 from adaserve.models.lm.prompts import pad_prompts
 from adaserve.broker import ServerClock
 from adaserve.workers import Executor, RunnerCache
-from adaserve.workers.generate import default_seed, is_generator, pack, prompt_of
+from adaserve.workers.generate import default_seed, pack, prompt_of
 from adaserve.workers.inputs import InputError
-from adaserve.workers.runtime import load_runner
+from adaserve.workers.runtime import GenerativeRunner, RunOutput, load_runner
+from adaserve.workers.runtime.lm import LmRunner
 
 LM = "ee-lm-xs"
 
 
-class Spy:
-    """The real runner, counting its calls."""
+class Spy(LmRunner):
+    """The real runner (its loaded state shared, not loaded again), counting its calls."""
 
-    def __init__(self, runner: Any) -> None:
-        self._runner = runner
+    def __init__(self, runner: LmRunner) -> None:
+        self.__dict__.update(vars(runner))
         self.calls: list[dict[str, np.ndarray]] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runner, name)
-
-    def run(self, inputs: dict[str, np.ndarray]) -> Any:
+    def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
         self.calls.append(inputs)
-        return self._runner.run(inputs)
+        return super().run(inputs)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +46,7 @@ def _item(tokens: np.ndarray, rid: str = "r", kind: str = "generate", new: int |
 
 
 def test_the_lm_runner_is_a_generator_and_advertises_its_limits(runner: Any) -> None:
-    assert is_generator(runner)
+    assert isinstance(runner, GenerativeRunner)
     assert runner.specs["tokens"].shape == (-1,)
     assert runner.input_limits["tokens"] == {"max_length": 63, "context": 64, "max_new_tokens": 63,
                                              "default_new_tokens": 16, "vocab_size": 65, "pad_id": -1}

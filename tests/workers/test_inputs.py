@@ -1,22 +1,23 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
 from adaserve.broker import Tensor
+from adaserve.models.manifest import InputSpec
 from adaserve.workers.inputs import InputError, gather, signature, specs_of, targets
+from adaserve.workers.runtime.base import RunOutput, Runner
 
 
-@dataclass
-class S:
-    shape: tuple[int, ...]
-    dtype: str
+class Unspecified(Runner):
+    model, variant, device, inputs = "m", "v", "cpu", ("audio",)
+
+    def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+        raise NotImplementedError
 
 
-class R:
-    specs = {"audio": S((1, 4), "float32")}
+class R(Unspecified):
+    specs = {"audio": InputSpec(shape=(1, 4), dtype="float32")}
 
 
 def _row(a: np.ndarray, name: str = "audio") -> dict[str, Tensor]:
@@ -25,7 +26,7 @@ def _row(a: np.ndarray, name: str = "audio") -> dict[str, Tensor]:
 
 def test_specs_are_read_from_the_runner() -> None:
     assert specs_of(R()) == {"audio": ((1, 4), "float32")}
-    assert specs_of(object()) is None
+    assert specs_of(Unspecified()) is None
 
 
 def test_signature_names_a_missing_input() -> None:

@@ -1,13 +1,16 @@
-"""What every runtime returns, and the onnxruntime provider choice."""
+"""The runner interface, what every runtime returns, and the onnxruntime provider choice."""
 
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
 
 import numpy as np
+
+from adaserve.models.manifest import InputSpec
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +26,62 @@ class RunOutput:
     request_exec_s: np.ndarray | None = None
 
 
-class Runner(Protocol):
-    model: str
-    variant: str
-    device: str
-    inputs: tuple[str, ...]
+class Runner(ABC):
+    """A model variant loaded on a device: ``run`` takes a batch, the attributes describe it.
 
+    Optional capabilities are declared here with their defaults, so callers read them without
+    probing. What only some runners do is a subclass (``GenerativeRunner``, ``SplitPart``) that
+    callers tell apart with one ``isinstance`` when the runner is loaded, not per batch.
+    """
+
+    model: str
+    variant: str  # the variant's own name: the one "default" stands for, once loaded
+    device: str
+    inputs: tuple[str, ...]  # the inputs a batch must carry
+    # Per-request specs (no batch axis). None: the runner does not say, and a request of the
+    # wrong shape is only caught when the runtime rejects its group.
+    specs: Mapping[str, InputSpec] | None = None
+
+    @property
+    def input_limits(self) -> Mapping[str, Mapping[str, int]]:
+        """Per input, limits beyond its spec that the planner checks requests against before they
+        share a batch (sent with the heartbeat); none unless a runner has some."""
+        return {}
+
+    @abstractmethod
     def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
         """Run one batch; each input is stacked along axis 0."""
+
+
+class SplitPart(Runner):
+    """One part of a split model. A part that is not the last returns ``outputs["intermediate"]``,
+    the input of the part named ``next``; the last part (``next`` None) answers like the whole model."""
+
+    next: str | None
+
+    @property
+    def is_last(self) -> bool:
+        return self.next is None
+
+
+class GenerativeRunner(Runner):
+    """Generates tokens from prompts: the ``tokens`` input right-aligned and left-padded with
+    ``pad_id`` (the full contract is in ``runtime.lm``)."""
+
+    block_size: int  # context in tokens, prompt and generated tokens together
+    vocab_size: int
+    pad_id: int
+    max_new_tokens: int  # tokens generated for a request that does not say
+
+    @abstractmethod
+    def generate(self, tokens: np.ndarray, n: int, *, wanted: np.ndarray | None = None,
+                 temperature: np.ndarray | None = None, seeds: np.ndarray | None = None,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Generated ids and their confidences, both [B, n], for right-aligned padded prompts."""
+
+    @abstractmethod
+    def perplexity(self, ids: np.ndarray, max_windows: int | None = None) -> tuple[float, int]:
+        """Perplexity of the runner on a token sequence, and the tokens it scored."""
 
 
 def choose_providers(device: str) -> list[str]:

@@ -34,7 +34,7 @@ import torch
 from adaserve.broker.errors import InvalidMessage, ModelLoadError
 from adaserve.models.lm.weights import load_depth
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
-from adaserve.workers.runtime.base import RunOutput
+from adaserve.workers.runtime.base import GenerativeRunner, RunOutput
 from adaserve.workers.runtime.sampling import Samplers
 
 DEFAULT_MAX_NEW = 16
@@ -50,7 +50,7 @@ def torch_device(device: str) -> torch.device:
     return torch.device("cpu")
 
 
-class LmRunner:
+class LmRunner(GenerativeRunner):
     """Greedy generation with the first ``extra["depth"]`` blocks; nothing deeper is read."""
 
     def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,

@@ -17,7 +17,7 @@ import numpy as np
 
 from adaserve.broker.errors import InvalidMessage
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
-from adaserve.workers.runtime.base import RunOutput, choose_providers
+from adaserve.workers.runtime.base import RunOutput, Runner, choose_providers
 from adaserve.workers.runtime.bound import runner_of
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def check_inputs(specs: dict[str, InputSpec], inputs: dict[str, np.ndarray]) -> 
     return out
 
 
-class _Base:
+class _Base(Runner):
     """``io_binding`` (GPU only): run through ``bound.BoundSession`` rather than ``session.run``."""
 
     def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
@@ -88,7 +88,7 @@ class _Base:
         self.variant = variant.name
         self.device = device
         self.inputs = tuple(variant.inputs)
-        self.specs = variant.inputs
+        self.specs: dict[str, InputSpec] = variant.inputs
         self.sessions = [make_session(model_dir / a, device, threads) for a in variant.artifacts]
         self.runs = [runner_of(s, device, io_binding) for s in self.sessions]
 

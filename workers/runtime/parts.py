@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from adaserve.broker.errors import ModelLoadError, ModelNotFound
-from adaserve.models.manifest import ModelInfo, VariantInfo
-from adaserve.workers.runtime.base import RunOutput
+from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
+from adaserve.workers.runtime.base import RunOutput, SplitPart
 from adaserve.workers.runtime.bound import runner_of
 from adaserve.workers.runtime.onnx import check_inputs, make_session, softmax
 
 
-class PartRunner:
+class PartRunner(SplitPart):
     """onnxruntime session of one part; ``is_last`` when the part has no ``next``."""
 
     def __init__(self, model_dir: Path, info: ModelInfo, variant: VariantInfo, device: str,
@@ -33,7 +33,7 @@ class PartRunner:
             raise ModelNotFound(f"missing artifact {path}")
         self.model, self.variant, self.device = info.name, variant.name, device
         self.inputs: tuple[str, ...] = tuple(variant.inputs)
-        self.specs = variant.inputs
+        self.specs: dict[str, InputSpec] = variant.inputs
         self.part = int(variant.extra.get("part", 0))
         self.next: str | None = variant.extra.get("next")
         try:
@@ -45,10 +45,6 @@ class PartRunner:
         missing = {i.name for i in self.session.get_inputs()} - set(self.inputs)
         if missing:
             raise ModelLoadError(f"{path} expects inputs {sorted(missing)} the manifest does not list")
-
-    @property
-    def is_last(self) -> bool:
-        return self.next is None
 
     def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
         feed = check_inputs(self.specs, inputs)
