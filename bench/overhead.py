@@ -9,29 +9,39 @@ Rounds alternate (a) and (b) on one running pipeline; medians over rounds are re
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import typer
 
+from adaserve.bench.cpu import CpuMeter
 
-def _direct(runner: Any, batch: dict[str, np.ndarray], seconds: float) -> tuple[float, list[float]]:
+
+def _direct(runner: Any, batch: dict[str, np.ndarray], seconds: float) -> tuple[float, list[float], float]:
+    """Requests per second, batch latencies (ms), and CPU seconds per request of the loop."""
     lat: list[float] = []
     n = 0
+    cpu0 = time.process_time()
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         t = time.perf_counter()
         runner.run(batch)
         lat.append((time.perf_counter() - t) * 1000)
         n += 1
-    return n * len(next(iter(batch.values()))) / seconds, lat
+    size = len(next(iter(batch.values())))
+    return n * size / seconds, lat, (time.process_time() - cpu0) / max(n * size, 1)
 
 
-def _pipeline(client: Any, make: Any, size: int, seconds: float, window: int) -> float:
-    outstanding = len(client.submit_many([make() for _ in range(window)]))
+def _pipeline(client: Any, make: Any, seconds: float, window: int, meter: CpuMeter | None = None) -> tuple[int, float]:
+    """Requests completed and seconds taken, keeping ``window`` jobs outstanding."""
+    client.submit_many([make() for _ in range(window)])
     done = 0
+    if meter is not None:
+        meter.start()
     t0 = time.perf_counter()
     end = t0 + seconds
     while time.perf_counter() < end:
@@ -40,9 +50,20 @@ def _pipeline(client: Any, make: Any, size: int, seconds: float, window: int) ->
         if finished:
             client.submit_many([make() for _ in finished])
     took = time.perf_counter() - t0
+    if meter is not None:
+        meter.stop()
     client.drain(30)  # let the outstanding jobs finish before the next round
-    del outstanding
-    return done / took
+    return done, took
+
+
+def _meter(stack: Any, r: Any) -> CpuMeter:
+    """Planner, worker, this process (the producer SDK) and, when it runs here, the server."""
+    pids = {name.split("-")[0]: proc.pid for name, proc in stack.children if name in ("planner", "worker-cpu-0")}
+    pids["producer"] = os.getpid()
+    server = int(r.info("server").get("process_id", 0))
+    if server and Path(f"/proc/{server}/stat").exists():
+        pids["redis"] = server
+    return CpuMeter(pids, r)
 
 
 def _latency(client: Any, make: Any, n: int) -> list[float]:
@@ -68,6 +89,7 @@ def overhead(
     from rich.progress import Progress
 
     from adaserve.bench.server import bench_settings
+    from adaserve.broker import connect
     from adaserve.models.datasets import sample_inputs
     from adaserve.producers import Client, make_job
     from adaserve.stack import Stack
@@ -85,18 +107,25 @@ def overhead(
             def make() -> Any:
                 return make_job(model, list(inputs), 60_000.0, run="bench-overhead")
 
-            _pipeline(client, make, batch, 1.0, window)  # warm-up
+            _pipeline(client, make, 1.0, window)  # warm-up
             _direct(runner, stacked, 0.5)
             task = bar.add_task("rounds", total=rounds)
-            direct_rps, piped_rps, direct_lat = [], [], []
+            direct_rps, piped_rps, direct_lat, model_cpu = [], [], [], []
+            r = connect(stack.settings)
+            meter = _meter(stack, r)
+            completed = 0
             for _ in range(rounds):
-                rps, lat = _direct(runner, stacked, seconds)
+                rps, lat, cpu = _direct(runner, stacked, seconds)
                 direct_rps.append(rps)
                 direct_lat += lat
-                piped_rps.append(_pipeline(client, make, batch, seconds, window))
+                model_cpu.append(cpu)
+                done, took = _pipeline(client, make, seconds, window, meter)
+                completed += done
+                piped_rps.append(done / took)
                 bar.advance(task)
             piped_lat = _latency(client, make, 50)
             client.close()
+            r.close()
     a, b = statistics.median(direct_rps), statistics.median(piped_rps)
     out = {
         "model": model, "batch": batch, "threads": threads, "rounds": rounds, "seconds": seconds,
@@ -105,12 +134,28 @@ def overhead(
         "direct_batch_p50_ms": float(np.percentile(direct_lat, 50)),
         "pipeline_batch_p50_ms": float(np.percentile(piped_lat, 50)) if piped_lat else None,
         "added_p50_ms": float(np.percentile(piped_lat, 50) - np.percentile(direct_lat, 50)) if piped_lat else None,
+        **_costs(meter, completed, statistics.median(model_cpu)),
     }
     if as_json:
         print(json.dumps(out))
-    else:
-        print(f"{model} batch {batch}: direct {a:.0f} req/s, pipeline {b:.0f} req/s, ratio {out['throughput_ratio']:.3f}; "
-              f"added p50 {out['added_p50_ms']:.2f} ms per batch")
+        return
+    print(f"{model} batch {batch}: direct {a:.0f} req/s, pipeline {b:.0f} req/s, ratio {out['throughput_ratio']:.3f}; "
+          f"added p50 {out['added_p50_ms']:.2f} ms per batch")
+    cost = out["cpu_us_per_request"]
+    print("CPU µs per completed request: " + ", ".join(f"{k} {v:.1f}" for k, v in cost.items())
+          + f"; Redis commands per request {out['redis_commands_per_request']:.3f}")
+
+
+def _costs(meter: CpuMeter, completed: int, model_cpu_s: float) -> dict[str, Any]:
+    """Each process's CPU per completed request; the worker's also without the model's own."""
+    per = meter.per_request_us(completed)
+    model_us = model_cpu_s * 1e6
+    if "worker" in per:
+        per["worker_excl_model"] = per["worker"] - model_us
+    parts = [k for k in ("planner", "worker_excl_model", "producer", "redis") if k in per]
+    per["total_excl_model"] = sum(per[k] for k in parts)
+    return {"cpu_us_per_request": {k: round(v, 1) for k, v in per.items()}, "model_cpu_us_per_request": round(model_us, 1),
+            "redis_commands_per_request": meter.calls / completed if completed else 0.0}
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -1,0 +1,65 @@
+"""CPU seconds of the pipeline's processes, from their own counters, and Redis commands served.
+
+A process's CPU time is what the kernel charged it (``/proc/<pid>/stat``: user + system, every
+thread), read before and after a measured stretch; the difference divided by the requests
+completed in it is that process's cost per request. The server's own figures come from
+``INFO server`` (its pid) and ``INFO commandstats`` (calls per command).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` so far; this process is read exactly, others to a clock tick."""
+    if pid == os.getpid():
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14, 15 of stat(5))
+
+
+def redis_calls(r: Any) -> int:
+    """Commands the server has executed so far (all clients, ``INFO commandstats``)."""
+    stats: Mapping[str, Any] = r.info("commandstats")
+    return sum(int(v["calls"]) for v in stats.values() if isinstance(v, Mapping))
+
+
+@dataclass
+class CpuMeter:
+    """Per-process CPU over the stretches between ``start`` and ``stop``, summed over stretches."""
+
+    pids: dict[str, int]
+    redis: Any
+    spent: dict[str, float] | None = None
+    calls: int = 0
+    _t0: dict[str, float] | None = None
+    _c0: int = 0
+
+    def start(self) -> None:
+        self._t0 = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self._c0 = redis_calls(self.redis)
+
+    def stop(self) -> None:
+        if self._t0 is None:
+            raise RuntimeError("CpuMeter.stop before start")
+        c1 = redis_calls(self.redis)
+        t1 = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        spent = self.spent or dict.fromkeys(self.pids, 0.0)
+        for name in self.pids:
+            spent[name] += t1[name] - self._t0[name]
+        self.spent = spent
+        self.calls += c1 - self._c0 - 1  # the INFO that read the start counter is counted in c1
+        self._t0 = None
+
+    def per_request_us(self, requests: int) -> dict[str, float]:
+        if not self.spent or requests <= 0:
+            return {}
+        return {name: s / requests * 1e6 for name, s in self.spent.items()}
