@@ -15,14 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from adaserve.broker.errors import InputError as InputError  # defined with every other error; imported from here too
 from adaserve.broker.tensors import Tensor, dtype_fits
 
 Spec = tuple[tuple[int, ...], str]  # per-sample shape (negative or 0 = any size), dtype
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]  # (input, dtype, shape) on the wire
-
-
-class InputError(ValueError):
-    """A request whose inputs do not fit the runner; the message says why."""
 
 
 def specs_of(runner: Any) -> dict[str, Spec] | None:
