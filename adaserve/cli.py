@@ -6,22 +6,50 @@ contents; heavy imports (torch, onnxruntime) happen inside the commands, never a
 
 from __future__ import annotations
 
+from typing import Any
+
+import click
 import typer
+from typer.core import TyperGroup
 
 from adaserve import commands
 from adaserve.bench import cli as bench_cli
+from adaserve.broker.errors import AdaserveError
 from adaserve.loadgen import cli as loadgen_cli
 from adaserve.models import cli as models_cli
 from adaserve.planner import cli as planner_cli
+from adaserve.process import cli_error
 from adaserve.profiling import cli as profiling_cli
 from adaserve.telemetry import cli as telemetry_cli
 from adaserve.workers import cli as workers_cli
+
+
+class _OneLineErrors(TyperGroup):
+    """Whatever a user or operator can cause ends as one line on stderr, never a traceback.
+
+    Commands catch the errors they expect and word them; this is the net under all of them
+    (sub-groups included, since their commands run inside this group's ``invoke``): an
+    ``AdaserveError`` or a server that cannot be reached, wherever it surfaces.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        import redis
+
+        try:
+            return super().invoke(ctx)
+        except AdaserveError as exc:
+            raise cli_error(exc) from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # A wrong or unreachable ADASERVE_REDIS_URL: a configuration error, exit code 2.
+            raise cli_error(f"cannot reach the server (ADASERVE_REDIS_URL): {exc}") from None
+
 
 app = typer.Typer(
     name="adaserve",
     help="SLO-aware inference serving on Redis Streams.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    cls=_OneLineErrors,
 )
 
 for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli):

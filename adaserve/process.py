@@ -56,5 +56,6 @@ def cli_error(exc: Exception | str, *, usage: tuple[type[BaseException], ...] = 
 
     from adaserve.broker.errors import ConfigError
 
-    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+    # soft_wrap: one line however narrow the terminal, so that logs and scripts see one line too
+    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
     return typer.Exit(2 if isinstance(exc, (str, ConfigError, *usage)) else 1)

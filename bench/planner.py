@@ -25,6 +25,7 @@ import time
 import numpy as np
 import typer
 
+from adaserve.broker.errors import InvalidArgument
 from adaserve.planner.core import Feedback, Pending
 
 DEPTHS = (100, 1000, 10000)
@@ -46,7 +47,7 @@ def measure(depth: int, *, policy: str = "orloj", rounds: int = 400, seed: int =
             clock: str = "wall", scenario: str = "service") -> dict[str, float]:
     """Insert and ``next_batch`` latencies (ms) at ``depth`` pending requests."""
     if scenario not in SCENARIOS:
-        raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}")
+        raise InvalidArgument(f"scenario must be one of {', '.join(SCENARIOS)}")
     _clock = CLOCKS[clock]
     rng = np.random.default_rng(seed)
     sched, batch16 = _scheduler(policy)

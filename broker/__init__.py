@@ -4,8 +4,8 @@ from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import decode, encode, peek, unpack, validate
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import (
-    AdaserveError, BuildError, ConfigError, EmbeddedServerError, InvalidMessage, JobTimeout, LimitExceeded,
-    ModelNotFound, ServerUnsupported,
+    AdaserveError, BuildError, ConfigError, DataError, DeviceUnavailable, EmbeddedServerError, InputError,
+    InvalidArgument, InvalidMessage, JobTimeout, LimitExceeded, ModelLoadError, ModelNotFound, ServerUnsupported,
 )
 from adaserve.broker.events import EVENT_TYPES, Event
 from adaserve.broker.finalize import Ending, Finalizer, Packed
@@ -19,8 +19,9 @@ from adaserve.broker.tensors import Tensor
 
 __all__ = [
     "SCHEMA_VERSION", "EVENT_TYPES", "PLANNER_GROUP",
-    "AdaserveError", "BuildError", "ConfigError", "EmbeddedServerError", "InvalidMessage", "JobTimeout",
-    "LimitExceeded", "ModelNotFound", "ServerUnsupported",
+    "AdaserveError", "BuildError", "ConfigError", "DataError", "DeviceUnavailable", "EmbeddedServerError",
+    "InputError", "InvalidArgument", "InvalidMessage", "JobTimeout", "LimitExceeded", "ModelLoadError",
+    "ModelNotFound", "ServerUnsupported",
     "Batch", "BatchItem", "Ending", "Packed", "Event", "Finalizer", "Generation", "Job", "Keys", "Limits",
     "Placement", "Plan", "Request", "Result", "ServerClock", "ServerInfo", "Settings", "Slo", "Tensor", "Timings",
     "connect", "decode", "encode", "load_connected_settings", "load_limits", "load_settings", "peek", "probe", "unpack", "validate",

@@ -14,11 +14,11 @@ from pydantic import BaseModel, ValidationError
 from adaserve.broker.errors import InvalidMessage, LimitExceeded
 from adaserve.broker.events import EVENT_ADAPTER, Event
 from adaserve.broker.messages import SCHEMA_VERSION, Batch, Job, Message, Result
-from adaserve.broker.settings import Limits
+from adaserve.broker.settings import Limits, default_limits
+from adaserve.broker.violations import explain, reason_of
 
 FIELD = b"m"
 _TYPES: dict[str, type[BaseModel]] = {"job": Job, "batch": Batch, "result": Result}
-_DEFAULT = Limits()
 M = TypeVar("M", Job, Batch, Result)
 
 
@@ -30,8 +30,9 @@ def encode_map(body: dict[str, Any]) -> bytes:
     return msgpack.packb(body, use_bin_type=True)
 
 
-def unpack(raw: bytes, limits: Limits = _DEFAULT) -> dict[str, Any]:
-    """Bytes -> the raw map, with size limits but no schema."""
+def unpack(raw: bytes, limits: Limits | None = None) -> dict[str, Any]:
+    """Bytes -> the raw map, with size limits (``default_limits()`` when none) but no schema."""
+    limits = default_limits() if limits is None else limits
     if not isinstance(raw, (bytes, bytearray, memoryview)):
         raise InvalidMessage("undecodable", f"expected bytes, got {type(raw).__name__}")
     if len(raw) > limits.max_message_bytes:
@@ -50,14 +51,16 @@ def unpack(raw: bytes, limits: Limits = _DEFAULT) -> dict[str, Any]:
 
 
 @overload
-def decode(raw: bytes, limits: Limits = ..., *, expect: type[M]) -> M: ...
+def decode(raw: bytes, limits: Limits | None = ..., *, expect: type[M]) -> M: ...
 @overload
-def decode(raw: bytes, limits: Limits = ..., *, expect: None = None) -> Message: ...
-def decode(raw: bytes, limits: Limits = _DEFAULT, *, expect: type[BaseModel] | None = None) -> Any:
+def decode(raw: bytes, limits: Limits | None = ..., *, expect: None = None) -> Message: ...
+def decode(raw: bytes, limits: Limits | None = None, *, expect: type[BaseModel] | None = None) -> Any:
+    limits = default_limits() if limits is None else limits
     return validate(unpack(raw, limits), limits, expect=expect)
 
 
-def validate(body: dict[str, Any], limits: Limits = _DEFAULT, *, expect: type[BaseModel] | None = None) -> Any:
+def validate(body: dict[str, Any], limits: Limits | None = None, *, expect: type[BaseModel] | None = None) -> Any:
+    limits = default_limits() if limits is None else limits
     if body.get("v") != SCHEMA_VERSION:
         raise InvalidMessage("version", f"schema version {body.get('v')!r} is not {SCHEMA_VERSION}")
     kind = body.get("type")
@@ -70,7 +73,7 @@ def validate(body: dict[str, Any], limits: Limits = _DEFAULT, *, expect: type[Ba
         else:
             raise InvalidMessage("schema", f"unknown message type {kind!r}")
     except ValidationError as exc:
-        raise InvalidMessage(_reason(exc), _explain(exc)) from None
+        raise InvalidMessage(reason_of(exc), explain(exc)) from None
     if expect is not None and not isinstance(msg, expect):
         raise InvalidMessage("schema", f"expected a {expect.__name__.lower()}, got {kind!r}")
     return msg
@@ -99,16 +102,3 @@ def peek(raw: Any) -> dict[str, Any]:
         out["request_ids"] = [r.get("id") for r in reqs if isinstance(r, dict) and isinstance(r.get("id"), str)]
     return out
 
-
-def _reason(exc: ValidationError) -> str:
-    text = str(exc)
-    return "limit" if ("exceed" in text or "outside" in text) else "schema"
-
-
-def _explain(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-    more = exc.error_count() - 3
-    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from adaserve.broker.tensors import Tensor, limits_of
+from adaserve.broker.violations import over_limit
 
 SCHEMA_VERSION = 1
 
@@ -41,7 +42,8 @@ class Slo(_Wire):
     def _deadline(cls, v: float, info: ValidationInfo) -> float:
         lim = limits_of(info)
         if not lim.min_deadline_ms <= v <= lim.max_deadline_ms:
-            raise ValueError(f"deadline_ms {v} outside [{lim.min_deadline_ms}, {lim.max_deadline_ms}]")
+            raise over_limit("deadline_ms {v} outside [{low}, {high}]", v=v, low=lim.min_deadline_ms,
+                             high=lim.max_deadline_ms)
         return v
 
 
@@ -74,7 +76,7 @@ class Request(_Wire):
         if not v:
             raise ValueError("a request needs at least one input")
         if len(v) > cap:
-            raise ValueError(f"{len(v)} inputs exceed the limit of {cap} modalities")
+            raise over_limit("{n} inputs exceed the limit of {cap} modalities", n=len(v), cap=cap)
         return v
 
     @model_validator(mode="after")
@@ -106,7 +108,7 @@ class Job(_Wire):
         if not v:
             raise ValueError("a job needs at least one request")
         if len(v) > cap:
-            raise ValueError(f"{len(v)} requests exceed the limit of {cap} per job")
+            raise over_limit("{n} requests exceed the limit of {cap} per job", n=len(v), cap=cap)
         if len({r.id for r in v}) != len(v):
             raise ValueError("request ids must be unique within a job")
         return v

@@ -11,7 +11,10 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from adaserve.broker.errors import DataError
+from adaserve.broker.violations import explain
 
 PROFILE_VERSION = 1
 
@@ -86,7 +89,11 @@ class Profile(_P):
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Profile":
-        return cls.model_validate_json(text)
+        """The profile in ``text``; ``DataError`` (a ``ValueError``) saying what is wrong otherwise."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise DataError(f"not an adaserve profile: {explain(exc)}") from None
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from adaserve.broker.errors import ConfigError
 
@@ -35,10 +36,12 @@ class Limits(BaseSettings):
     @model_validator(mode="after")
     def _check(self) -> "Limits":
         if self.min_deadline_ms >= self.max_deadline_ms:
-            raise ValueError("min_deadline_ms must be below max_deadline_ms")
+            raise ValueError(f"ADASERVE_LIMIT_MIN_DEADLINE_MS ({self.min_deadline_ms:g}) must be below "
+                             f"ADASERVE_LIMIT_MAX_DEADLINE_MS ({self.max_deadline_ms:g})")
         unknown = set(self.allowed_dtypes) - set(ALL_DTYPES)
         if unknown:
-            raise ValueError(f"unknown dtypes in allowed_dtypes: {sorted(unknown)}")
+            raise ValueError(f"unknown dtypes in ADASERVE_LIMIT_ALLOWED_DTYPES: {sorted(unknown)} "
+                             f"(known: {', '.join(ALL_DTYPES)})")
         return self
 
 
@@ -84,7 +87,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _times(self) -> "Settings":
         if self.worker_ttl_s <= self.heartbeat_s:
-            raise ValueError("worker_ttl_s must exceed heartbeat_s")
+            raise ValueError(f"ADASERVE_WORKER_TTL_S ({self.worker_ttl_s:g}) must exceed "
+                             f"ADASERVE_HEARTBEAT_S ({self.heartbeat_s:g})")
         return self
 
 
@@ -92,8 +96,8 @@ def load_settings(**overrides: object) -> Settings:
     """Build ``Settings`` from the environment plus overrides, raising ``ConfigError``."""
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError(f"invalid adaserve settings: {exc}") from None
+    except (ValidationError, SettingsError) as exc:
+        raise ConfigError(f"invalid adaserve settings: {_one_line(exc, Settings)}") from None
 
 
 def load_connected_settings(**overrides: object) -> Settings:
@@ -110,5 +114,33 @@ def load_connected_settings(**overrides: object) -> Settings:
 def load_limits(**overrides: object) -> Limits:
     try:
         return Limits(**overrides)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError(f"invalid adaserve limits: {exc}") from None
+    except (ValidationError, SettingsError) as exc:
+        raise ConfigError(f"invalid adaserve limits: {_one_line(exc, Limits)}") from None
+
+
+@cache
+def default_limits() -> Limits:
+    """``load_limits()`` once per process: the limits where a caller passes none. Built on first
+    use rather than at import, so a bad ``ADASERVE_LIMIT_*`` variable is a ``ConfigError`` and
+    not a traceback from whichever import came first."""
+    return load_limits()
+
+
+_UNSHOWN = {"redis_url"}  # may hold a password: named, never echoed
+
+
+def _one_line(exc: ValidationError | SettingsError, cls: type[BaseSettings]) -> str:
+    """One line naming each bad field by its environment variable (pydantic's own text spans
+    several lines and links to its documentation)."""
+    if isinstance(exc, SettingsError):  # a value pydantic-settings could not even parse (JSON)
+        return str(exc)
+    prefix = cls.model_config.get("env_prefix", "")
+    parts = []
+    for err in exc.errors():
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        field = str(err["loc"][0]) if err["loc"] else ""
+        if field in cls.model_fields:
+            value = "" if field in _UNSHOWN else f"={err['input']!r}"
+            msg = f"{prefix}{field.upper()}{value}: {msg}"
+        parts.append(msg)
+    return "; ".join(parts)

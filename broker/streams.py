@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import redis
@@ -151,15 +151,20 @@ def last_id(r: "redis.Redis[bytes]", stream: str) -> str:
     return _s(newest[0][0]) if newest else "0-0"
 
 
-def events(entries: list[Entry]) -> Iterator[tuple[Entry, Event]]:
+def events(
+    entries: list[Entry], on_invalid: Callable[[Entry, InvalidMessage], None] | None = None,
+) -> Iterator[tuple[Entry, Event]]:
     """The telemetry events in ``entries``; deleted, undecodable or non-event entries are skipped
-    (a reader of telemetry never stops on one bad entry)."""
+    (a reader of telemetry never stops on one bad entry). ``on_invalid`` hears of each entry that
+    did not decode, for a reader that must not let some of them pass unnoticed."""
     for e in entries:
         if e.raw is None:
             continue
         try:
             ev = decode(e.raw)
-        except InvalidMessage:
+        except InvalidMessage as exc:
+            if on_invalid is not None:
+                on_invalid(e, exc)
             continue
         if getattr(ev, "type", None) == "event":
             yield e, ev  # type: ignore[misc]

@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
 
-from adaserve.broker.settings import ALL_DTYPES, Limits
-
-_DEFAULT_LIMITS = Limits()
+from adaserve.broker.settings import ALL_DTYPES, Limits, default_limits
+from adaserve.broker.violations import over_limit
 
 
 def dtype_fits(sent: str, wanted: str) -> bool:
@@ -28,7 +27,7 @@ def dtype_fits(sent: str, wanted: str) -> bool:
 def limits_of(info: ValidationInfo) -> Limits:
     ctx = info.context or {}
     lim = ctx.get("limits")
-    return lim if isinstance(lim, Limits) else _DEFAULT_LIMITS
+    return lim if isinstance(lim, Limits) else default_limits()
 
 
 class Tensor(BaseModel):
@@ -54,7 +53,7 @@ class Tensor(BaseModel):
         n = math.prod(v)
         cap = limits_of(info).max_tensor_elements
         if n > cap:
-            raise ValueError(f"tensor of {n} elements exceeds the limit of {cap}")
+            raise over_limit("tensor of {n} elements exceeds the limit of {cap}", n=n, cap=cap)
         return v
 
     @model_validator(mode="after")

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.settings import Limits, Settings
+from adaserve.broker.violations import explain
 from adaserve.loadgen.summary import LoadSummary, summarize
 from adaserve.producers.client import Client
 from adaserve.producers.jobs import make_job
@@ -79,8 +80,7 @@ def load_options(**values: Any) -> LoadOptions:
     try:
         return LoadOptions(**values)
     except ValidationError as exc:
-        what = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid load options: {what}") from None
+        raise ConfigError(f"invalid load options: {explain(exc)}") from None
 
 
 def held_out(model: str, n: int, seed: int) -> tuple[Sequence[Mapping[str, np.ndarray]], np.ndarray | None]:

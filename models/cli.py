@@ -15,9 +15,16 @@ models_app = typer.Typer(help="Build and list the model zoo.", no_args_is_help=T
 
 
 def _data_dir() -> Path:
-    from adaserve.broker.settings import Settings
+    """The data directory from the settings loader, so that a bad ``ADASERVE_*`` variable is one
+    line on stderr (exit code 2) rather than pydantic's traceback."""
+    from adaserve.broker.errors import ConfigError
+    from adaserve.broker.settings import load_settings
+    from adaserve.process import cli_error
 
-    return Settings().data_dir
+    try:
+        return load_settings().data_dir
+    except ConfigError as exc:
+        raise cli_error(exc) from None
 
 
 @models_app.command("build")

@@ -5,18 +5,25 @@ Workers announce themselves on the telemetry stream (heartbeats, ``worker.stoppe
 every batch there (``batch.finished``). Free slots come from the server, not from counting: a
 pool's in-flight batches are its consumer group's ``lag + pending`` (XINFO GROUPS), so several
 planners sharing the pools agree on them.
+
+A heartbeat that does not validate (a worker of another adaserve version, say) would make its
+worker invisible, and so idle, without a word: the planner logs it as an error instead, once per
+worker and reason, and again at most every ``RETELL_S`` while it goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
-import msgpack
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from adaserve.broker import streams
+from adaserve.broker.codec import unpack, validate
+from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
+from adaserve.broker.messages import SCHEMA_VERSION
 from adaserve.planner.core import Scheduler, batch_feedback
 from adaserve.planner.pools import Pools
 from adaserve.planner.state import Ewma, Inflight, RecentFloor
@@ -25,6 +32,34 @@ if TYPE_CHECKING:
     import redis
 
 __all__ = ["Follower"]
+
+log = logging.getLogger(__name__)
+RETELL_S = 60.0
+
+
+class _Unheard:
+    """Rate-limited error lines about workers whose heartbeats this planner cannot read."""
+
+    _MAX_KEPT = 1024  # worker names come and go; forget them all rather than grow without end
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._told: dict[tuple[str, str], tuple[float, int]] = {}  # (worker, reason) -> (when, muted since)
+
+    def tell(self, worker: str, body: Mapping[str, Any], exc: InvalidMessage) -> None:
+        key, now = (worker, exc.reason), self._clock()
+        told = self._told.get(key)
+        if told is not None and now - told[0] < RETELL_S:
+            self._told[key] = (told[0], told[1] + 1)
+            return
+        if len(self._told) >= self._MAX_KEPT:
+            self._told.clear()
+        self._told[key] = (now, 0)
+        pool = body.get("pool")
+        muted = f" ({told[1]} more since the last report)" if told is not None and told[1] else ""
+        log.error("worker %r (pool %r) sends heartbeats this planner cannot read (%s: %s)%s; it gets no "
+                  "batches until both run the same adaserve schema", worker, pool if isinstance(pool, str) else "?",
+                  exc.reason, exc.detail, muted)
 
 
 class Follower:
@@ -40,28 +75,45 @@ class Follower:
         self.floor: dict[str, RecentFloor] = {}
         self._last = "0-0"
         self._known_groups: set[str] = set()
+        self.unheard = _Unheard()
 
     def start(self) -> None:
         """Follow telemetry from now on; the workers alive now come from their registry hash."""
         self._last = streams.last_id(self.r, self.keys.telemetry)
-        for raw in self.r.hvals(self.keys.workers):
+        for name, raw in self.r.hgetall(self.keys.workers).items():
+            body: dict[str, Any] = {}
             try:
-                self.pools.heartbeat(WorkerHeartbeat.model_validate(msgpack.unpackb(raw, raw=False)))
-            except Exception:  # noqa: BLE001 - a stale or foreign entry in the hash is skipped
+                body = unpack(raw)
+                # what a worker wrote carries "v" and "type"; they only fill in for a bare map
+                beat = validate({"v": SCHEMA_VERSION, "type": "event", **body}, expect=WorkerHeartbeat)
+            except InvalidMessage as exc:  # an entry under a worker's name that is no heartbeat of ours
+                self.unheard.tell(_text(name), body, exc)
                 continue
+            self.pools.heartbeat(beat)
 
     def read(self, block_ms: int | None, scheds: Mapping[str, Scheduler]) -> None:
         """Apply the telemetry that arrived since the last read (waiting up to ``block_ms``)."""
         entries = streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms)
         if entries:
             self._last = entries[-1].id
-        for _, ev in streams.events(entries):
+        for _, ev in streams.events(entries, on_invalid=self._invalid):
             if isinstance(ev, WorkerHeartbeat):
                 self.pools.heartbeat(ev)
             elif isinstance(ev, WorkerStopped):
                 self.pools.forget(ev.worker)
             elif isinstance(ev, BatchFinished):
                 self._finished(ev, scheds)
+
+    def _invalid(self, entry: streams.Entry, exc: InvalidMessage) -> None:
+        """Tell of a heartbeat that did not validate; other undecodable telemetry is not the
+        planner's business (telemetry readers skip it)."""
+        try:
+            body = unpack(entry.raw or b"")
+        except InvalidMessage:
+            return  # not even a map: nothing says it is a heartbeat
+        if body.get("event") == "worker.heartbeat":
+            worker = body.get("worker")
+            self.unheard.tell(worker if isinstance(worker, str) else "?", body, exc)
 
     def _finished(self, ev: BatchFinished, scheds: Mapping[str, Scheduler]) -> None:
         sent = self.inflight.pop(ev.batch_id)

@@ -20,7 +20,7 @@ from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
 from adaserve.broker.profiles import Profile
-from adaserve.broker.settings import Limits, Settings
+from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
 from adaserve.planner.core import Decision, Pending, Scheduler
 from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
@@ -39,7 +39,7 @@ class Planner:
     def __init__(self, settings: Settings, config: PlannerConfig | None = None, *, limits: Limits | None = None,
                  factory: SchedulerFactory | None = None) -> None:
         self.settings, self.config = settings, config or PlannerConfig()
-        self.limits = limits or Limits()
+        self.limits = limits or default_limits()
         self.keys = Keys(settings.namespace)
         self.r = connect(settings, block_ms=max(settings.block_ms, 500))
         self.fin = Finalizer(self.r, settings)

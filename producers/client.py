@@ -21,7 +21,7 @@ from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Job
-from adaserve.broker.settings import Limits, Settings, load_limits
+from adaserve.broker.settings import Limits, Settings, default_limits, load_limits
 from adaserve.broker.streams import Entry, publish, read
 from adaserve.producers.handle import JobHandle
 from adaserve.producers.jobs import encode_checked, new_id
@@ -31,7 +31,6 @@ from adaserve.producers.tracking import Tracked
 log = logging.getLogger(__name__)
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _TRIM_EVERY = 1024  # entries read between trims of the reply stream
-_RESULT_LIMITS = Limits()  # a client's own limits bound what it sends, not what it receives
 
 
 class Client:
@@ -180,7 +179,8 @@ class Client:
         for e in entries:
             self._last = e.id
             try:
-                res = decode(e.raw or b"", _RESULT_LIMITS)
+                # a client's own limits bound what it sends, not what it receives
+                res = decode(e.raw or b"", default_limits())
             except InvalidMessage as exc:
                 self.undecodable += 1
                 log.warning("undecodable entry %s on %s: %s", e.id, self.reply_stream, exc)

@@ -16,11 +16,11 @@ from pydantic import ValidationError
 from adaserve.broker.codec import decode, encode
 from adaserve.broker.errors import InvalidMessage, LimitExceeded
 from adaserve.broker.messages import Job
-from adaserve.broker.settings import Limits
+from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.tensors import Tensor
+from adaserve.broker.violations import invalid_message
 
 UNSET_REPLY = "unset"  # the client replaces it with its own reply channel
-_DEFAULT_LIMITS = Limits()  # building Limits reads the environment: too slow to do per job
 
 
 def new_id(prefix: str) -> str:
@@ -69,7 +69,7 @@ def make_job(
         "slo": {"deadline_ms": deadline_ms, "min_accuracy": min_accuracy, "objective": objective},
         "reply_to": reply_to, "priority": priority, "run": run,
     }
-    return build_job(body, limits or _DEFAULT_LIMITS)
+    return build_job(body, limits or default_limits())
 
 
 def _tensor(name: str, value: object) -> Tensor:
@@ -87,7 +87,7 @@ def build_job(body: Mapping[str, Any], limits: Limits) -> Job:
     try:
         return Job.model_validate(dict(body), context={"limits": limits})
     except ValidationError as exc:
-        raise domain_error(exc) from None
+        raise invalid_message(exc) from None
 
 
 def encode_checked(job: Job, limits: Limits) -> bytes:
@@ -108,14 +108,3 @@ def encode_checked(job: Job, limits: Limits) -> bytes:
         raise InvalidMessage(exc.reason, f"job {job.id}: {exc.detail}") from None
     return raw
 
-
-def domain_error(exc: ValidationError) -> InvalidMessage:
-    errors = exc.errors()
-    parts = []
-    for err in errors[:3]:
-        loc = ".".join(str(p) for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
-    detail = "; ".join(parts) + (f" (+{len(errors) - 3} more)" if len(errors) > 3 else "")
-    if any("exceed" in str(e["msg"]) or "outside" in str(e["msg"]) for e in errors):
-        return LimitExceeded(detail)
-    return InvalidMessage("schema", detail)

@@ -68,7 +68,7 @@ def run(
         settings = load_settings()
         cfg = MeasureConfig.tiny() if tiny else MeasureConfig()
         if batch_sizes:
-            cfg = replace(cfg, batch_sizes=tuple(int(b) for b in batch_sizes.split(",") if b.strip()))
+            cfg = replace(cfg, batch_sizes=_sizes(batch_sizes))
         if repeats:
             cfg = replace(cfg, repeats=repeats)
         targets = _targets(model, variant, settings.data_dir)
@@ -89,13 +89,24 @@ def run(
         _follow(settings, jobs)
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    from adaserve.broker.errors import InvalidArgument
+
+    try:
+        return tuple(int(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        raise InvalidArgument(f"--batch-sizes must be comma-separated integers, got {text!r}") from None
+
+
 def _targets(model: str, variants: list[str], data_dir: Path) -> list[tuple[str, str]]:
     from adaserve.profiling.run import model_info
     from adaserve.workers.runtime.loader import available_models
 
     models = [model] if model else available_models(data_dir)
     if not models:
-        raise ValueError("no built or shipped models to profile (run `adaserve models build`)")
+        from adaserve.broker.errors import ModelNotFound
+
+        raise ModelNotFound("no built or shipped models to profile (run `adaserve models build`)")
     targets = []
     for m in models:
         info = model_info(m, data_dir)

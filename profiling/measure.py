@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adaserve.broker.errors import InvalidArgument
 from adaserve.broker.profiles import ExecHistogram, LatencyPoint, PartPoint, Profile, QualityPoint
 from adaserve.models.manifest import ModelInfo, VariantInfo
 from adaserve.profiling.data import RunnerFactory, Validation, validation
@@ -39,9 +40,9 @@ class MeasureConfig:
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or any(not 1 <= b <= 32 for b in self.batch_sizes):
-            raise ValueError(f"batch sizes must lie in 1..32, got {self.batch_sizes}")
+            raise InvalidArgument(f"batch sizes must lie in 1..32, got {self.batch_sizes}")
         if self.repeats < 1 or self.warmup < 0 or self.quality_samples < 1 or self.hist_samples < 1:
-            raise ValueError("repeats, quality_samples and hist_samples must be >= 1, warmup >= 0")
+            raise InvalidArgument("repeats, quality_samples and hist_samples must be >= 1, warmup >= 0")
 
     @classmethod
     def tiny(cls) -> "MeasureConfig":

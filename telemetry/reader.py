@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from adaserve.broker.codec import FIELD, decode
-from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.errors import InvalidArgument, InvalidMessage
 from adaserve.broker.events import EVENT_TYPES, Event
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
@@ -35,7 +35,7 @@ class EventFilter:
     def __post_init__(self) -> None:
         for t in self.types:
             if not any(fnmatch.fnmatchcase(known, t) for known in EVENT_TYPES):
-                raise ValueError(f"--type {t!r} matches no event type ({', '.join(EVENT_TYPES)})")
+                raise InvalidArgument(f"--type {t!r} matches no event type ({', '.join(EVENT_TYPES)})")
 
     def matches(self, ev: Event) -> bool:
         if self.types and not any(fnmatch.fnmatchcase(ev.event, t) for t in self.types):

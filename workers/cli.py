@@ -56,9 +56,9 @@ def worker(
             w.start(on_load)
         w.run(stop)  # also when a signal came during start: it then only says goodbye
     except AdaserveError as exc:
-        err.print(f"[red]adaserve worker: {exc}[/red]")
+        err.print(f"[red]adaserve worker: {exc}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         where = settings.redis_url if settings is not None else "?"
-        err.print(f"[red]adaserve worker: cannot reach the server at {where}: {exc}[/red]")
+        err.print(f"[red]adaserve worker: cannot reach the server at {where}: {exc}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None

@@ -14,15 +14,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from adaserve.broker.errors import InputError as InputError  # defined with every other error; imported from here too
 from adaserve.broker.tensors import Tensor, dtype_fits
 from adaserve.workers.runtime.base import Runner
 
 Spec = tuple[tuple[int, ...], str]  # per-sample shape (negative or 0 = any size), dtype
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]  # (input, dtype, shape) on the wire
-
-
-class InputError(ValueError):
-    """A request whose inputs do not fit the runner; the message says why."""
 
 
 def specs_of(runner: Runner) -> dict[str, Spec] | None:

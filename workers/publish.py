@@ -20,7 +20,7 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, RequestTiming
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Batch, Result
-from adaserve.broker.settings import Limits, Settings
+from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import Entry, ack, dead_letter
 from adaserve.broker.clock import ServerClock
 from adaserve.workers.execute import BatchOutcome
@@ -43,7 +43,7 @@ class Publisher:
         self._worker, self._pool, self._device = worker, pool, device
         self._clock = clock
         self.group = pool
-        self._forwarder = Forwarder(r, settings, self._fin, limits=limits or Limits(), worker=worker, pool=pool,
+        self._forwarder = Forwarder(r, settings, self._fin, limits=limits or default_limits(), worker=worker, pool=pool,
                                     device=device)
 
     def finish(self, entry: Entry, batch: Batch, outcome: BatchOutcome, deliveries: int = 1) -> int:

@@ -19,7 +19,7 @@ from adaserve.broker.connection import connect
 from adaserve.broker.errors import ConfigError, ModelLoadError, ModelNotFound
 from adaserve.broker.keys import Keys
 from adaserve.broker.probe import probe
-from adaserve.broker.settings import Limits, Settings
+from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import ensure_group
 from adaserve.broker.clock import ServerClock
 from adaserve.workers.config import WorkerConfig
@@ -53,7 +53,7 @@ class Worker:
         self.stream = Keys(settings.namespace).batches(self.pool)
         self._load = load
         self._available = available
-        self._limits = limits or Limits()
+        self._limits = limits or default_limits()
         self.clock = ServerClock()
         self.slots = Slots(self.config.slots)
         self.ready = threading.Event()

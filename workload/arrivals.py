@@ -1,6 +1,6 @@
 """Arrival processes as pure functions: each returns sorted arrival offsets in seconds from 0.
 
-No I/O here and nothing but numpy, so the load generator and the simulator draw the same
+No I/O here and nothing but numpy (and adaserve's errors: the parameters come from users), so the load generator and the simulator draw the same
 arrivals from the same arguments. A trace enters as its inter-arrival gaps (``trace.gaps_s``).
 """
 
@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from adaserve.broker.errors import InvalidArgument
+
 PATTERNS = ("constant", "poisson", "trace")
 
 
 def _check(rate: float, duration_s: float) -> None:
     if not rate > 0 or not np.isfinite(rate):
-        raise ValueError(f"rate must be a positive number of arrivals per second, got {rate}")
+        raise InvalidArgument(f"rate must be a positive number of arrivals per second, got {rate}")
     if not duration_s > 0 or not np.isfinite(duration_s):
-        raise ValueError(f"duration must be a positive number of seconds, got {duration_s}")
+        raise InvalidArgument(f"duration must be a positive number of seconds, got {duration_s}")
 
 
 def constant(rate: float, duration_s: float) -> np.ndarray:
@@ -52,11 +54,11 @@ def replay(gaps_s: np.ndarray, rate: float, duration_s: float, *, start: int = 0
     _check(rate, duration_s)
     gaps = np.asarray(gaps_s, dtype=np.float64)
     if gaps.ndim != 1 or gaps.size == 0:
-        raise ValueError("a trace needs at least one inter-arrival gap")
+        raise InvalidArgument("a trace needs at least one inter-arrival gap")
     if np.any(gaps < 0) or not np.all(np.isfinite(gaps)):
-        raise ValueError("inter-arrival gaps must be finite and non-negative")
+        raise InvalidArgument("inter-arrival gaps must be finite and non-negative")
     if float(gaps.sum()) <= 0:
-        raise ValueError("a trace whose gaps are all zero has no rate to scale")
+        raise InvalidArgument("a trace whose gaps are all zero has no rate to scale")
     k = max(1, int(round(rate * duration_s)))
     idx = (start + np.arange(k)) % gaps.size
     window = gaps[idx]
@@ -72,7 +74,7 @@ def gaps_of(timestamps_s: np.ndarray) -> np.ndarray:
     """Inter-arrival gaps of sorted arrival timestamps (seconds)."""
     ts = np.sort(np.asarray(timestamps_s, dtype=np.float64))
     if ts.size < 2:
-        raise ValueError("a trace needs at least two arrivals")
+        raise InvalidArgument("a trace needs at least two arrivals")
     return np.diff(ts)
 
 
@@ -87,7 +89,7 @@ def arrivals(
         return poisson(rate, duration_s, seed)
     if pattern == "trace":
         if gaps_s is None:
-            raise ValueError("the trace pattern needs the trace's inter-arrival gaps")
+            raise InvalidArgument("the trace pattern needs the trace's inter-arrival gaps")
         start = int(np.random.default_rng(seed).integers(0, len(gaps_s))) if seed else 0
         return replay(gaps_s, rate, duration_s, start=start)
-    raise ValueError(f"unknown arrival pattern {pattern!r} (choose from {', '.join(PATTERNS)})")
+    raise InvalidArgument(f"unknown arrival pattern {pattern!r} (choose from {', '.join(PATTERNS)})")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from adaserve.broker.errors import DataError, InvalidArgument
+
 TRACES = ("conv", "code")
 _HEADER = "t_us,context_tokens,generated_tokens"
 
@@ -49,11 +51,11 @@ class Trace:
 def load_trace(name: str = "conv") -> Trace:
     """One of ``TRACES`` from the package data."""
     if name not in TRACES:
-        raise ValueError(f"unknown trace {name!r} (bundled: {', '.join(TRACES)})")
+        raise InvalidArgument(f"unknown trace {name!r} (bundled: {', '.join(TRACES)})")
     raw = files("adaserve.workload.traces").joinpath(f"azure_{name}_2023.csv.gz").read_bytes()
     with gzip.open(io.BytesIO(raw), "rt") as fh:
         if fh.readline().strip() != _HEADER:
-            raise ValueError(f"trace {name!r} does not start with the header {_HEADER!r}")
+            raise DataError(f"trace {name!r} does not start with the header {_HEADER!r}")
         table = np.loadtxt(fh, delimiter=",", dtype=np.int64, ndmin=2)
     return Trace(name, table[:, 0], table[:, 1], table[:, 2])
 
@@ -66,7 +68,7 @@ def compact(source_csv: Path, target_gz: Path) -> int:
     with open(source_csv, newline="") as fh:
         rows = list(csv.reader(fh))
     if not rows or [c.strip() for c in rows[0]] != ["TIMESTAMP", "ContextTokens", "GeneratedTokens"]:
-        raise ValueError(f"{source_csv} is not an Azure LLM inference trace")
+        raise DataError(f"{source_csv} is not an Azure LLM inference trace")
     body = [r for r in rows[1:] if r]
     # The source has 7 fractional digits whose last is always 0: microseconds lose nothing.
     stamps = [datetime.strptime(r[0][:26], "%Y-%m-%d %H:%M:%S.%f") for r in body]

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy.io import wavfile
 
+from adaserve.broker.errors import DataError
 from adaserve.models.data.logmel import LogMelConfig, log_mel
 
 
@@ -31,7 +32,7 @@ def convert(recordings: Path, cfg: LogMelConfig = LogMelConfig()) -> dict[str, n
         digit, speaker, take = f.stem.split("_")
         rate, samples = wavfile.read(f)
         if rate != cfg.sample_rate:
-            raise ValueError(f"{f.name}: {rate} Hz, expected {cfg.sample_rate}")
+            raise DataError(f"{f.name}: {rate} Hz, expected {cfg.sample_rate}")
         rows.append((int(digit), speaker, int(take), log_mel(samples, cfg)))
     rows.sort(key=lambda r: (r[1], r[0], r[2]))
     speakers = sorted({r[1] for r in rows})

@@ -7,9 +7,12 @@ measured on the development machine); otherwise the synthetic stand-in (and the 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import redis
 
 from adaserve.broker.errors import AdaserveError
 from adaserve.broker.profiles import Profile
@@ -19,6 +22,8 @@ from adaserve.planner.profiles import profile_files
 from .costs import SubsetCosts
 from .matrix import StrategyMatrix, build_matrix, matrix_path
 from .synthetic import is_synthetic, synthetic_av_digits_profile
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,11 @@ def find_profile(settings: Settings, model: str = "av-digits", path: Path | None
         key = Keys(settings.namespace).profile(model)
         try:
             raw = connect(settings).get(key)
-        except Exception:  # an unreachable server only means "no measured profile from there"
+        except (redis.RedisError, ValueError) as exc:  # unreachable, refused (auth), or an unparsable URL
+            # Serving on the shipped profile is the right fallback, but the operator must hear why.
+            # (the URL stays out of the line: it may hold a password; redis' own text names the host)
+            log.warning("%s: no profile from the server (%s: %s); using the shipped profile or the "
+                        "synthetic one instead", model, type(exc).__name__, exc)
             raw = None
         if raw:
             return ProfileSource(Profile.from_json(raw), f"redis:{key}", None)

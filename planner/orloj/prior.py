@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adaserve.broker.errors import DataError
 from adaserve.broker.profiles import Profile
 from adaserve.planner.orloj.order_stats import expected_max_identical
 
@@ -70,7 +71,7 @@ def prior_from_profile(profile: Profile | None, *, variant: str | None = None, d
         h = hists[0]
         edges, counts = np.asarray(h.edges_ms, dtype=np.float64) / 1e3, np.asarray(h.counts, dtype=np.float64)
         if edges.size != counts.size + 1 or counts.sum() <= 0 or np.any(np.diff(edges) <= 0):
-            raise ValueError(f"profile {profile.model!r} has a malformed execution-time histogram")
+            raise DataError(f"profile {profile.model!r} has a malformed execution-time histogram")
     elif points:
         alone = float(lat[np.argmin(sizes)])
         edges, counts = np.array([alone * 0.99, alone * 1.01]), np.array([1.0])

@@ -29,8 +29,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from adaserve.broker.errors import DataError, InvalidArgument
+from adaserve.broker.violations import explain
 from adaserve.broker.events import BatchDispatched, BatchFinished, Event, JobAccepted, JobExpired
 
 __all__ = ["Calibration", "calibrate"]
@@ -69,7 +71,13 @@ class Calibration(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> "Calibration":
-        return cls.model_validate(json.loads(path.read_text()))
+        """The calibration saved at ``path``; ``DataError`` (a ``ValueError``) when it is none."""
+        try:
+            return cls.model_validate(json.loads(path.read_text()))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} is not a saved calibration: not JSON ({exc})") from None
+        except ValidationError as exc:
+            raise DataError(f"{path} is not a saved calibration: {explain(exc)}") from None
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -106,7 +114,7 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
     models = {f.model for f in finished}
     if model is None:
         if len(models) != 1:
-            raise ValueError(f"the run served {len(models)} models ({', '.join(sorted(models))}); name one")
+            raise InvalidArgument(f"the run served {len(models)} models ({', '.join(sorted(models))}); name one")
         model = models.pop()
     # every accepted job's delay, the ones that later expired too, in the order they were submitted
     lags = sorted((a.submitted_ms, a.ts) for a in accepted.values() if a.model == model and a.submitted_ms is not None)
@@ -129,7 +137,7 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
     if lags:
         ingress = [max(ts - sub, 0.0) for sub, ts in lags]
     if not size or not ingress:
-        raise ValueError(f"no finished batches of {model!r} with their dispatch and acceptance in these events")
+        raise DataError(f"no finished batches of {model!r} with their dispatch and acceptance in these events")
     k, svc = np.asarray(size, dtype=np.float64), np.asarray(service)
     s0, s1 = _line(k, svc)
     e0, e1 = _line(k, np.asarray(execs))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from adaserve.broker.errors import InvalidArgument
 from adaserve.broker.profiles import ExecHistogram, LatencyPoint, Profile
 from adaserve.planner.orloj.order_stats import expected_max_identical
 from adaserve.planner.policies import make_scheduler
@@ -120,7 +121,7 @@ def experiment_arrivals(pattern: str, rate: float, n: int, seed: int, trace: str
         return arrivals("trace", rate, duration, seed=seed, gaps_s=_trace_gaps(trace))
     if pattern in ("poisson", "constant"):
         return arrivals(pattern, rate, duration, seed=seed)
-    raise ValueError(f"unknown arrival pattern {pattern!r} (choose from {', '.join(ARRIVALS)})")
+    raise InvalidArgument(f"unknown arrival pattern {pattern!r} (choose from {', '.join(ARRIVALS)})")
 
 
 def draw(setup: Setup) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adaserve.broker.errors import DataError, InvalidArgument
 from adaserve.broker.profiles import ExecHistogram
 
 __all__ = ["PAPER_WORKLOADS", "Workload", "from_histogram", "paper_workload"]
@@ -106,12 +107,12 @@ def paper_workload(name: str) -> Workload:
     try:
         return PAPER_WORKLOADS[name]
     except KeyError:
-        raise ValueError(f"unknown workload {name!r} (known: {', '.join(PAPER_WORKLOADS)})") from None
+        raise InvalidArgument(f"unknown workload {name!r} (known: {', '.join(PAPER_WORKLOADS)})") from None
 
 
 def from_histogram(hist: ExecHistogram, *, c0_ms: float = 50.0, c1: float = 0.25) -> Workload:
     """A workload drawing execution times from a profiled histogram."""
     if len(hist.edges_ms) != len(hist.counts) + 1 or sum(hist.counts) <= 0:
-        raise ValueError("the histogram needs one more edge than counts and a positive count")
+        raise DataError("the histogram needs one more edge than counts and a positive count")
     return Workload(f"{hist.variant}@{hist.device}", edges_ms=tuple(hist.edges_ms),
                     counts=tuple(float(c) for c in hist.counts), c0_ms=c0_ms, c1=c1)

@@ -83,3 +83,50 @@ def test_peek_finds_ids_of_an_invalid_job() -> None:
     info = peek(msgpack.packb(body))
     assert info["id"] == "j1" and info["reply_to"] == "c1" and info["request_ids"] == ["r1"]
     assert peek(b"\xc1") == {}
+
+
+def test_the_reason_code_comes_from_the_error_type_not_its_text() -> None:
+    # A schema error whose offending value reads like a limit: the text search this replaced
+    # saw "exceeds" in pydantic's rendering of the input and answered "limit".
+    body = _job().model_dump()
+    body["slo"] = "the deadline exceeds anything outside reason"
+    with pytest.raises(InvalidMessage) as exc:
+        decode(msgpack.packb(body))
+    assert exc.value.reason == "schema" and not isinstance(exc.value, LimitExceeded)
+    body = _job().model_dump()
+    body["requests"][0]["id"] = "exceeds outside!"  # a bad id pattern, with the words in the value
+    with pytest.raises(InvalidMessage) as exc:
+        decode(msgpack.packb(body))
+    assert exc.value.reason == "schema"
+
+
+def _more_requests(b: dict) -> None:
+    b["requests"].extend(dict(b["requests"][0], id=f"x{i}") for i in range(2))
+
+
+def _more_inputs(b: dict) -> None:
+    b["requests"][0]["inputs"].update({f"m{i}": b["requests"][0]["inputs"]["audio"] for i in range(2)})
+
+
+@pytest.mark.parametrize(("limits", "mutate", "says"), [
+    ({}, lambda b: b["slo"].update(deadline_ms=10**9), "deadline_ms 1000000000.0 outside [1.0, 3600000.0]"),
+    ({"max_requests_per_job": 2}, _more_requests, "3 requests exceed the limit of 2 per job"),
+    ({"max_modalities": 2}, _more_inputs, "3 inputs exceed the limit of 2 modalities"),
+    ({"max_tensor_elements": 4}, lambda b: None, "tensor of 6 elements exceeds the limit of 4"),
+])
+def test_each_breached_limit_is_reason_limit_with_a_plain_message(limits: dict, mutate, says: str) -> None:
+    body = _job().model_dump()
+    mutate(body)
+    with pytest.raises(InvalidMessage) as exc:
+        decode(msgpack.packb(body), load_limits(**limits))
+    assert exc.value.reason == "limit" and says in exc.value.detail, exc.value.detail
+    assert "Value error" not in exc.value.detail
+
+
+def test_a_validator_value_error_is_schema_without_pydantic_labels() -> None:
+    body = _job().model_dump()
+    body["requests"][0]["generation"] = {"max_new_tokens": 3}  # on a forward request
+    with pytest.raises(InvalidMessage) as exc:
+        decode(msgpack.packb(body))
+    assert exc.value.reason == "schema"
+    assert exc.value.detail == "requests.0: 'generation' is set but kind is 'forward'; use kind 'generate'"

@@ -3,6 +3,7 @@ batches and the in-flight count of each pool's consumer group."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgpack
@@ -13,6 +14,7 @@ from adaserve.broker import Settings, streams
 from adaserve.broker.events import WorkerHeartbeat
 from adaserve.broker.keys import Keys
 from adaserve.planner.core import Feedback
+from adaserve.planner import follow
 from adaserve.planner.follow import Follower
 
 
@@ -104,3 +106,55 @@ def test_recent_floor_is_the_minimum_of_its_horizon() -> None:
     assert f.value(30.0) == 3.0
     assert f.value(115.0) == 4.0  # 3.0 (at 10 ms) is out of the horizon
     assert f.value(125.0) == 9.0 and f.value(200.0) == 0.0
+
+
+def _unheard(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "adaserve.planner.follow" and r.levelno >= logging.ERROR]
+
+
+def test_a_heartbeat_that_does_not_validate_is_reported_once_per_worker_and_reason(
+        settings: Settings, r: "redis.Redis[bytes]", caplog: pytest.LogCaptureFixture) -> None:
+    keys = Keys(settings.namespace)
+    f = Follower(r, keys, worker_ttl_s=5.0)
+    now = [0.0]
+    f.unheard = follow._Unheard(clock=lambda: now[0])
+    f.start()
+    caplog.set_level(logging.ERROR, logger="adaserve.planner.follow")
+    newer = {**_beat("w-new", "gpu", 1000.0), "slots": "plenty"}  # a field whose type changed
+    for _ in range(3):
+        _event(r, keys, **newer)
+    r.xadd(keys.telemetry, {b"m": msgpack.packb({"v": 2, "type": "event", **_beat("w-v2", "cpu", 1000.0)})})
+    _event(r, keys, event="job.made_up", ts=1000.0)  # another event the planner does not know: not its business
+    f.read(None, {})
+    told = _unheard(caplog)
+    assert len(told) == 2, told  # three bad beats of w-new, one report
+    assert "'w-new'" in told[0] and "'gpu'" in told[0] and "schema" in told[0] and "slots" in told[0]
+    assert "'w-v2'" in told[1] and "version" in told[1]
+    f.pools.refresh(1000.0)
+    assert f.pools.views == {}  # neither is served, but now the operator knows
+    caplog.clear()
+    _event(r, keys, **newer)
+    f.read(None, {})
+    assert _unheard(caplog) == []
+    now[0] = follow.RETELL_S + 1.0  # still going on a minute later: told again, with the count
+    _event(r, keys, **newer)
+    f.read(None, {})
+    (again,) = _unheard(caplog)
+    assert "'w-new'" in again and "3 more since the last report" in again
+
+
+def test_an_unreadable_entry_in_the_workers_hash_is_reported_at_start(
+        settings: Settings, r: "redis.Redis[bytes]", caplog: pytest.LogCaptureFixture) -> None:
+    keys = Keys(settings.namespace)
+    r.hset(keys.workers, "w-ok", msgpack.packb(_beat("w-ok", "cpu", 1000.0)))
+    r.hset(keys.workers, "w-old", msgpack.packb({**_beat("w-old", "cpu", 1000.0), "models": "m"}))
+    r.hset(keys.workers, "w-junk", b"\xc1")
+    caplog.set_level(logging.ERROR, logger="adaserve.planner.follow")
+    f = Follower(r, keys, worker_ttl_s=5.0)
+    f.start()
+    f.pools.refresh(1000.0)
+    assert list(f.pools.views) == ["cpu"] and f.pools.workers == 1
+    told = sorted(_unheard(caplog))
+    assert len(told) == 2 and "'w-junk'" in told[0] and "undecodable" in told[0]
+    assert "'w-old'" in told[1] and "schema" in told[1] and "models" in told[1]

@@ -63,3 +63,18 @@ def test_dispatch_and_bad_arguments() -> None:
         poisson(1, -1)
     with pytest.raises(ValueError, match="zero"):
         replay(np.zeros(5), 1, 1)
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda: arrivals("bursty", 1, 1), "unknown arrival pattern 'bursty' (choose from constant, poisson, trace)"),
+    (lambda: arrivals("poisson", float("nan"), 1), "rate must be a positive number of arrivals per second, got nan"),
+    (lambda: constant(2, 0), "duration must be a positive number of seconds, got 0"),
+    (lambda: arrivals("trace", 1, 1), "the trace pattern needs the trace's inter-arrival gaps"),
+    (lambda: replay(np.array([1.0, -1.0]), 1, 1), "inter-arrival gaps must be finite and non-negative"),
+])
+def test_bad_arrival_parameters_are_user_errors(call, says: str) -> None:
+    from adaserve.broker.errors import ConfigError, InvalidArgument
+
+    with pytest.raises(InvalidArgument) as exc:
+        call()
+    assert isinstance(exc.value, ConfigError) and str(exc.value) == says

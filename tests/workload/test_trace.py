@@ -42,3 +42,21 @@ def test_bundled_file_is_the_compacted_source(tmp_path: Path) -> None:
     bundled = Path(__file__).resolve().parents[2] / "workload" / "traces" / "azure_code_2023.csv.gz"
     # compare contents: compressed bytes may differ between zlib builds
     assert gzip.decompress((tmp_path / "c.csv.gz").read_bytes()) == gzip.decompress(bundled.read_bytes())
+
+
+def test_an_unknown_trace_name_is_a_user_error_that_says_what_exists() -> None:
+    from adaserve.broker.errors import ConfigError, InvalidArgument
+
+    with pytest.raises(InvalidArgument) as exc:
+        load_trace("twitter")
+    assert isinstance(exc.value, ConfigError)  # a CLI prints it as one line, exit code 2
+    assert str(exc.value) == "unknown trace 'twitter' (bundled: conv, code)"
+
+
+def test_a_file_that_is_no_azure_trace_is_a_data_error(tmp_path: Path) -> None:
+    from adaserve.broker.errors import DataError
+
+    src = tmp_path / "t.csv"
+    src.write_text("time,tokens\n1,2\n")
+    with pytest.raises(DataError, match="is not an Azure LLM inference trace"):
+        compact(src, tmp_path / "t.csv.gz")

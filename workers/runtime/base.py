@@ -10,6 +10,7 @@ from functools import cache
 
 import numpy as np
 
+from adaserve.broker.errors import DeviceUnavailable
 from adaserve.models.manifest import InputSpec
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def choose_providers(device: str) -> list[str]:
     available = ort.get_available_providers()
     if device == "gpu":
         if "CUDAExecutionProvider" not in available or not gpu_present():
-            raise RuntimeError("device 'gpu' asked for, but no CUDA provider or no visible GPU")
+            raise DeviceUnavailable("device 'gpu' asked for, but no CUDA provider or no visible GPU")
         preload_cuda_libraries()
         return ["CUDAExecutionProvider", "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
@@ -131,7 +132,7 @@ def gpu_present() -> bool:
 
 
 def check_cuda() -> None:
-    """Build a one-node session on the CUDA provider; ``RuntimeError`` saying why when it cannot.
+    """Build a one-node session on the CUDA provider; ``DeviceUnavailable`` saying why when it cannot.
 
     ``choose_providers`` only sees that the provider is compiled in and a GPU is visible; whether
     its CUDA and cuDNN libraries load shows only when a session is made.
@@ -146,7 +147,7 @@ def check_cuda() -> None:
     model.ir_version = 8  # any onnxruntime this project supports reads IR 8
     session = ort.InferenceSession(model.SerializeToString(), providers=choose_providers("gpu"))
     if "CUDAExecutionProvider" not in session.get_providers():
-        raise RuntimeError("the CUDA provider is installed but did not load (CUDA 13 and cuDNN 9 "
+        raise DeviceUnavailable("the CUDA provider is installed but did not load (CUDA 13 and cuDNN 9 "
                            "libraries must be loadable; onnxruntime's warning above says which one is missing)")
 
 

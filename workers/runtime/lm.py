@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from adaserve.broker.errors import InvalidMessage, ModelLoadError
+from adaserve.broker.errors import InvalidArgument, InvalidMessage, ModelLoadError
 from adaserve.models.lm.weights import load_depth
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
 from adaserve.workers.runtime.base import GenerativeRunner, RunOutput
@@ -46,7 +46,7 @@ def torch_device(device: str) -> torch.device:
             raise ModelLoadError("device 'gpu' asked for, but torch sees no CUDA device")
         return torch.device("cuda")
     if device != "cpu":
-        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+        raise InvalidArgument(f"device must be 'cpu' or 'gpu', got {device!r}")
     return torch.device("cpu")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from adaserve.broker.errors import ModelLoadError, ModelNotFound
+from adaserve.broker.errors import InvalidArgument, ModelLoadError, ModelNotFound
 from adaserve.models.manifest import sha256
 from adaserve.models.registry import list_models, load_info
 from adaserve.workers.runtime.base import Runner
@@ -37,7 +37,7 @@ def load_runner(model: str, variant: str, device: str, data_dir: Path, *,
     whose sha256 differs from the manifest's are refused.
     """
     if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        raise InvalidArgument(f"device must be one of {DEVICES}, got {device!r}")
     model_dir, info = load_info(model, data_dir)
     var = info.variant(variant)
     for rel in var.artifacts:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.errors import DeviceUnavailable, InvalidMessage
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
 from adaserve.workers.runtime.base import RunOutput, Runner, choose_providers
 from adaserve.workers.runtime.bound import runner_of
@@ -47,7 +47,7 @@ def make_session(path: Path, device: str, threads: int | None = None) -> "ort.In
     # A CUDA provider that fails to load (a missing libcudnn, say) only logs a warning and leaves
     # the CPU provider: a "gpu" worker would then serve on the CPU without anyone noticing.
     if device == "gpu" and "CUDAExecutionProvider" not in session.get_providers():
-        raise RuntimeError(f"the CUDA provider did not load for {path.name} (onnxruntime's log says why; "
+        raise DeviceUnavailable(f"the CUDA provider did not load for {path.name} (onnxruntime's log says why; "
                            "CUDA 13 and cuDNN 9 libraries must be loadable)")
     return session
 

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from adaserve.broker.errors import AdaserveError
 from adaserve.broker.profiles import Profile
-from adaserve.broker.settings import load_settings
+from adaserve.broker.settings import Settings, load_settings
 from adaserve.planner.mosel import synthetic_av_digits_profile
 from adaserve.planner.mosel.store import find_profile, load_or_build_matrix
 
@@ -33,6 +35,23 @@ def test_measured_profile_is_preferred_and_its_matrix_kept_beside_it(tmp_path: P
     assert not built_again and again.entries == m.entries
     _, _, rebuilt = load_or_build_matrix(src, tmp_path / "cache", max_size=4, step=0.1)
     assert rebuilt  # a different grid is not reused
+
+
+def test_a_server_that_refuses_is_logged_before_the_shipped_profile_is_used(
+        settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from adaserve.planner.mosel.store import SHIPPED_DIR
+
+    url = urlsplit(settings.redis_url)
+    if url.scheme not in ("redis", "rediss"):
+        pytest.skip("needs a TCP server to log in to")
+    wrong = url._replace(netloc=f"nobody:secret-pw@{url.hostname}:{url.port}").geturl()  # real AUTH, refused
+    refused = settings.model_copy(update={"redis_url": wrong, "data_dir": tmp_path})
+    caplog.set_level(logging.WARNING, logger="adaserve.planner.mosel.store")
+    src = find_profile(refused)
+    assert src.path == SHIPPED_DIR / "av-digits.json"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "adaserve.planner.mosel.store"]
+    assert r"av-digits" in line and "AuthenticationError" in line and "shipped" in line, line
+    assert "secret-pw" not in line
 
 
 def test_an_explicit_missing_profile_is_an_error(tmp_path: Path) -> None:

@@ -40,3 +40,17 @@ def test_two_models_need_a_name(tmp_path: Path, synthetic_run: list[object]) -> 
     cal = calibrate(evs, "m")  # type: ignore[arg-type]
     cal.save(tmp_path / "cal.json")
     assert Calibration.load(tmp_path / "cal.json") == cal
+
+
+def test_what_a_user_points_the_simulator_at_fails_as_a_data_error(tmp_path: Path) -> None:
+    from adaserve.broker.errors import DataError
+    from adaserve.broker.profiles import Profile
+
+    (tmp_path / "empty.json").write_text("{}")
+    (tmp_path / "text.json").write_text("model,batch\n")
+    with pytest.raises(DataError, match=r"empty.json is not a saved calibration: model: Field required"):
+        Calibration.load(tmp_path / "empty.json")
+    with pytest.raises(DataError, match="text.json is not a saved calibration: not JSON"):
+        Calibration.load(tmp_path / "text.json")
+    with pytest.raises(DataError, match="^not an adaserve profile: model: Field required"):
+        Profile.from_json(b"{}")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from adaserve.broker.errors import ModelNotFound
+from adaserve.broker.errors import DeviceUnavailable, InvalidArgument, ModelLoadError, ModelNotFound
 from adaserve.models.registry import built_dir, zoo_dir
 from adaserve.workers.runtime import available_models, load_runner
 
@@ -28,8 +28,19 @@ def test_unknown_model_and_variant(tmp_path: Path) -> None:
 
 
 def test_bad_device(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="device"):
+    with pytest.raises(InvalidArgument, match="device"):  # also a ValueError, as it was
         load_runner("fsdd-cnn", "default", "tpu", tmp_path)
+
+
+def test_a_gpu_that_is_not_there_is_device_unavailable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from adaserve.workers.runtime import base
+
+    monkeypatch.setattr(base, "gpu_present", lambda: False)
+    with pytest.raises(DeviceUnavailable, match="no CUDA provider or no visible GPU"):
+        base.choose_providers("gpu")
+    assert "no visible GPU" in (base.gpu_unavailable() or "")
+    with pytest.raises(ModelLoadError, match="fsdd-cnn/default on gpu: device 'gpu' asked for"):
+        load_runner("fsdd-cnn", "default", "gpu", tmp_path)
 
 
 def test_tampered_or_missing_artifact_is_refused(tmp_path: Path) -> None:
