@@ -29,7 +29,7 @@ class ServerClock:
     def now_ms(self) -> float:
         return time.time() * 1000.0 + self._offset_ms
 
-    def sync(self, r: "redis.Redis[bytes]") -> float:
+    def sync(self, r: redis.Redis[bytes]) -> float:
         """Measure the offset once with ``TIME``; returns the offset now in use."""
         t0 = time.time() * 1000.0
         sec, usec = r.time()

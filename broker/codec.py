@@ -23,11 +23,12 @@ M = TypeVar("M", Job, Batch, Result)
 
 
 def encode(message: BaseModel) -> bytes:
-    return msgpack.packb(message.model_dump(mode="python"), use_bin_type=True)
+    return encode_map(message.model_dump(mode="python"))
 
 
 def encode_map(body: dict[str, Any]) -> bytes:
-    return msgpack.packb(body, use_bin_type=True)
+    packed: bytes = msgpack.packb(body, use_bin_type=True)  # msgpack ships no types
+    return packed
 
 
 def unpack(raw: bytes, limits: Limits | None = None) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def peek(raw: Any) -> dict[str, Any]:
     """Best-effort ids of an undecodable or invalid message, to address a rejection."""
     try:
         body = msgpack.unpackb(raw, raw=False, max_bin_len=1 << 24, max_str_len=1 << 16)
-    except Exception:  # noqa: BLE001 - anything goes wrong: nothing to peek at
+    except Exception:
         return {}
     if not isinstance(body, dict):
         return {}

@@ -8,7 +8,7 @@ from adaserve.broker.errors import ConfigError
 from adaserve.broker.settings import Settings
 
 
-def connect(settings: Settings, *, block_ms: int | None = None) -> "redis.Redis[bytes]":
+def connect(settings: Settings, *, block_ms: int | None = None) -> redis.Redis[bytes]:
     """A client whose socket timeout outlives the longest BLOCK it will be used with.
 
     A socket timeout shorter than XREADGROUP's BLOCK would turn every quiet read into a

@@ -6,7 +6,7 @@ ids that make it idempotent for a reader (job, request, batch or worker id).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -172,11 +172,8 @@ class ModelSwitched(_Ev):
 
 
 Event = Annotated[
-    Union[
-        JobAccepted, JobRejected, JobExpired, JobCompleted, JobPlanned, BatchDispatched,
-        BatchFinished, BatchDeadLettered, WorkerHeartbeat, WorkerStopped, PlannerReplanned,
-        ModelSwitched,
-    ],
+    JobAccepted | JobRejected | JobExpired | JobCompleted | JobPlanned | BatchDispatched | BatchFinished
+    | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | ModelSwitched,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -43,13 +43,13 @@ class Packed:
     raw: bytes
 
     @classmethod
-    def of(cls, ending: Ending) -> "Packed":
+    def of(cls, ending: Ending) -> Packed:
         r = ending.result
         return cls(r.job_id, r.request_id, r.status, ending.reply_to, encode(r))
 
 
 class Finalizer:
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings) -> None:
+    def __init__(self, r: redis.Redis[bytes], settings: Settings) -> None:
         self._r = r
         self._keys = Keys(settings.namespace)
         self._settings = settings
@@ -57,7 +57,7 @@ class Finalizer:
         self._register = r.register_script(_REGISTER)
 
     def register(self, job: Job, entry_id: str, submitted_ms: float, *,
-                 pipe: "redis.client.Pipeline[bytes] | None" = None) -> int:
+                 pipe: redis.client.Pipeline[bytes] | None = None) -> int:
         """Create the job hash once. Returns 1 for a new job, 0 for a redelivery of the same
         stream entry (counters kept), -1 when another entry already used this job id. With
         ``pipe`` the call is queued there and the code comes back from ``pipe.execute()``."""

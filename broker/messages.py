@@ -80,7 +80,7 @@ class Request(_Wire):
         return v
 
     @model_validator(mode="after")
-    def _kind(self) -> "Request":
+    def _kind(self) -> Request:
         # Generation parameters on a forward request are a producer's mistake, not something to ignore.
         if self.kind == "forward" and self.generation is not None:
             raise ValueError("'generation' is set but kind is 'forward'; use kind 'generate'")

@@ -24,11 +24,11 @@ class ServerInfo:
 
 
 def _parse(v: str) -> tuple[int, int, int]:
-    parts = (v.split(".") + ["0", "0", "0"])[:3]
+    parts = [*v.split("."), "0", "0", "0"][:3]
     return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts)  # type: ignore[return-value]
 
 
-def probe(r: "redis.Redis[bytes]") -> ServerInfo:
+def probe(r: redis.Redis[bytes]) -> ServerInfo:
     """Version and capabilities; raises ``ServerUnsupported`` below the Streams core we need."""
     info = r.info("server")
     if "valkey_version" in info:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from adaserve.broker.errors import DataError
 from adaserve.broker.violations import explain
 
-PROFILE_VERSION = 1
+PROFILE_VERSION: Literal[1] = 1
 
 
 class _P(BaseModel):
@@ -88,7 +88,7 @@ class Profile(_P):
         return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "Profile":
+    def from_json(cls, text: str | bytes) -> Profile:
         """The profile in ``text``; ``DataError`` (a ``ValueError``) saying what is wrong otherwise."""
         try:
             return cls.model_validate_json(text)

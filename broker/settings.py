@@ -34,7 +34,7 @@ class Limits(BaseSettings):
     allowed_dtypes: tuple[str, ...] = ALL_DTYPES
 
     @model_validator(mode="after")
-    def _check(self) -> "Limits":
+    def _check(self) -> Limits:
         if self.min_deadline_ms >= self.max_deadline_ms:
             raise ValueError(f"ADASERVE_LIMIT_MIN_DEADLINE_MS ({self.min_deadline_ms:g}) must be below "
                              f"ADASERVE_LIMIT_MAX_DEADLINE_MS ({self.max_deadline_ms:g})")
@@ -85,7 +85,7 @@ class Settings(BaseSettings):
         return v.replace("valkey://", "redis://", 1) if v.startswith("valkey://") else v
 
     @model_validator(mode="after")
-    def _times(self) -> "Settings":
+    def _times(self) -> Settings:
         if self.worker_ttl_s <= self.heartbeat_s:
             raise ValueError(f"ADASERVE_WORKER_TTL_S ({self.worker_ttl_s:g}) must exceed "
                              f"ADASERVE_HEARTBEAT_S ({self.heartbeat_s:g})")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -29,7 +30,7 @@ def _s(x: bytes | str) -> str:
     return x.decode() if isinstance(x, bytes) else x
 
 
-def ensure_group(r: "redis.Redis[bytes]", stream: str, group: str, start: str = "0") -> bool:
+def ensure_group(r: redis.Redis[bytes], stream: str, group: str, start: str = "0") -> bool:
     """Create ``group`` on ``stream`` (and the stream); False when it already existed."""
     try:
         r.xgroup_create(stream, group, id=start, mkstream=True)
@@ -45,7 +46,7 @@ def _id(x: bytes | str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def trim_consumed(r: "redis.Redis[bytes]", stream: str, group: str, *, keep_ms: float, now_ms: float,
+def trim_consumed(r: redis.Redis[bytes], stream: str, group: str, *, keep_ms: float, now_ms: float,
                   approximate: bool = True) -> int:
     """Trim ``stream`` (XTRIM MINID, approximate) of entries older than ``keep_ms`` that ``group``
     has been delivered and has acked; returns how many went. Entries still pending or not yet
@@ -66,16 +67,16 @@ def trim_consumed(r: "redis.Redis[bytes]", stream: str, group: str, *, keep_ms: 
     return int(r.xtrim(stream, minid=f"{bound[0]}-{bound[1]}", approximate=approximate))
 
 
-def publish(r: "redis.Redis[bytes]", stream: str, raw: bytes, maxlen: int | None = None) -> str:
+def publish(r: redis.Redis[bytes], stream: str, raw: bytes, maxlen: int | None = None) -> str:
     return _s(r.xadd(stream, {FIELD: raw}, maxlen=maxlen, approximate=True))
 
 
-def _entries(reply: object) -> list[Entry]:
+def _entries(reply: Any) -> list[Entry]:
     out: list[Entry] = []
     if not reply:
         return out
     items = reply.items() if isinstance(reply, dict) else reply  # RESP3 maps vs RESP2 lists
-    for stream, msgs in items:  # type: ignore[union-attr]
+    for stream, msgs in items:
         if isinstance(msgs, list) and msgs and isinstance(msgs[0], list) and not isinstance(msgs[0][0], (bytes, str)):
             msgs = msgs[0]
         for mid, fields in msgs:
@@ -85,7 +86,7 @@ def _entries(reply: object) -> list[Entry]:
 
 
 def read_group(
-    r: "redis.Redis[bytes]", streams: dict[str, str] | list[str], group: str, consumer: str,
+    r: redis.Redis[bytes], streams: dict[str, str] | list[str], group: str, consumer: str,
     *, count: int = 64, block_ms: int | None = None,
 ) -> list[Entry]:
     """XREADGROUP of new entries (``>``), or of this consumer's own pending ones with ids."""
@@ -93,17 +94,17 @@ def read_group(
     return _entries(r.xreadgroup(group, consumer, ids, count=count, block=block_ms))
 
 
-def read(r: "redis.Redis[bytes]", streams: dict[str, str], *, count: int = 512, block_ms: int | None = None) -> list[Entry]:
+def read(r: redis.Redis[bytes], streams: dict[str, str], *, count: int = 512, block_ms: int | None = None) -> list[Entry]:
     """Plain XREAD (no group), e.g. for following telemetry or a reply stream."""
     return _entries(r.xread(streams, count=count, block=block_ms))
 
 
-def ack(r: "redis.Redis[bytes]", stream: str, group: str, *ids: str) -> int:
+def ack(r: redis.Redis[bytes], stream: str, group: str, *ids: str) -> int:
     return int(r.xack(stream, group, *ids)) if ids else 0
 
 
 def reclaim(
-    r: "redis.Redis[bytes]", stream: str, group: str, consumer: str, *, min_idle_ms: int, count: int = 100,
+    r: redis.Redis[bytes], stream: str, group: str, consumer: str, *, min_idle_ms: int, count: int = 100,
 ) -> Iterator[Entry]:
     """Claim every entry idle past ``min_idle_ms``, walking XAUTOCLAIM's cursor to the end.
 
@@ -122,14 +123,14 @@ def reclaim(
             return
 
 
-def deliveries(r: "redis.Redis[bytes]", stream: str, group: str, entry_id: str) -> int:
+def deliveries(r: redis.Redis[bytes], stream: str, group: str, entry_id: str) -> int:
     """How many times the group has delivered ``entry_id`` (0 when it is not pending)."""
     rows = r.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
     return int(rows[0]["times_delivered"]) if rows else 0
 
 
 def dead_letter(
-    r: "redis.Redis[bytes]", dead_stream: str, *, reason: str, detail: str, source: str,
+    r: redis.Redis[bytes], dead_stream: str, *, reason: str, detail: str, source: str,
     entry_id: str, raw: bytes | None, maxlen: int = 100_000,
 ) -> str:
     """Keep the original bytes with why they could not be served; readable with ``adaserve dead``."""
@@ -144,7 +145,7 @@ def event_bytes(**body: object) -> bytes:
     return encode_map({"v": 1, "type": "event", **body})
 
 
-def last_id(r: "redis.Redis[bytes]", stream: str) -> str:
+def last_id(r: redis.Redis[bytes], stream: str) -> str:
     """The newest entry's id (``0-0`` for an empty stream): a cursor meaning "from now on", which
     XREAD's ``$`` is not once a read has blocked (entries added between two reads are skipped)."""
     newest = r.xrevrange(stream, count=1)

@@ -57,14 +57,14 @@ class Tensor(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _size(self) -> "Tensor":
+    def _size(self) -> Tensor:
         want = math.prod(self.shape) * np.dtype(self.dtype).itemsize
         if len(self.data) != want:
             raise ValueError(f"data holds {len(self.data)} bytes, shape and dtype need {want}")
         return self
 
     @classmethod
-    def from_numpy(cls, array: np.ndarray) -> "Tensor":
+    def from_numpy(cls, array: np.ndarray) -> Tensor:
         a = np.ascontiguousarray(array)
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         a = a.astype(dt, copy=False)

@@ -5,7 +5,8 @@ imports it pulls in no planner, worker or model code. The load generator built o
 ``adaserve.loadgen``; a language model's vocabulary is ``adaserve.models.Vocabulary``.
 """
 
-from adaserve.producers.client import Client, JobHandle
+from adaserve.producers.client import Client
+from adaserve.producers.handle import JobHandle
 from adaserve.producers.ingest import IngestFigures, measure_ingest
 from adaserve.producers.jobs import build_job, encode_checked, make_job
 from adaserve.producers.results import JobResult

@@ -186,10 +186,10 @@ class Client:
                 log.warning("undecodable entry %s on %s: %s", e.id, self.reply_stream, exc)
                 continue
             t = self._outstanding.get(getattr(res, "job_id", ""))
-            if t is None or res.type != "result":  # type: ignore[union-attr]
+            if t is None or res.type != "result":
                 self.orphans += 1
                 continue
-            if t.add(res):  # type: ignore[arg-type]
+            if t.add(res):
                 del self._outstanding[t.job_id]
                 self._unclaimed[t.job_id] = t
         self._since_trim += len(entries)
@@ -205,7 +205,7 @@ class Client:
         finally:
             self._r.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class JobHandle:
     """A submitted job: its ids, submission time, and its results once every request ended."""
 
-    def __init__(self, client: "Client", tracked: Tracked) -> None:
+    def __init__(self, client: Client, tracked: Tracked) -> None:
         self._client = client
         self._t = tracked
 

@@ -29,7 +29,7 @@ class JobResult:
 
     @property
     def counts(self) -> dict[str, int]:
-        c = Counter(r.status for r in self.results)
+        c: Counter[str] = Counter(r.status for r in self.results)
         return {s: c.get(s, 0) for s in STATUSES}
 
     @property

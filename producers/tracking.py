@@ -13,8 +13,20 @@ class Tracked:
     otherwise hold every tensor it ever sent.
     """
 
-    __slots__ = ("job_id", "app", "model", "run", "deadline_ms", "request_ids", "_index",
-                 "_slots", "ended", "entry_id", "submitted_ms", "result")
+    __slots__ = (
+        "_index",
+        "_slots",
+        "app",
+        "deadline_ms",
+        "ended",
+        "entry_id",
+        "job_id",
+        "model",
+        "request_ids",
+        "result",
+        "run",
+        "submitted_ms",
+    )
 
     def __init__(self, job_id: str, app: str, model: str, run: str, deadline_ms: float,
                  request_ids: tuple[str, ...]) -> None:
@@ -32,7 +44,7 @@ class Tracked:
         self.result: JobResult | None = None
 
     @classmethod
-    def of(cls, job: Job) -> "Tracked":
+    def of(cls, job: Job) -> Tracked:
         return cls(job.id, job.app, job.model, job.run, job.slo.deadline_ms, tuple(r.id for r in job.requests))
 
     def set_entry(self, entry_id: str) -> None:

@@ -45,7 +45,7 @@ def settings(redis_url: str, tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def r(settings: Settings) -> Iterator["redis.Redis[bytes]"]:
+def r(settings: Settings) -> Iterator[redis.Redis[bytes]]:
     client = connect(settings)
     yield client
     pattern = "{" + settings.namespace + "}:*"
@@ -79,7 +79,7 @@ class StandIn:
         ensure_group(self.r, self.keys.jobs, PLANNER_GROUP)
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def start(self) -> "StandIn":
+    def start(self) -> StandIn:
         self._thread.start()
         return self
 

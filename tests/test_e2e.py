@@ -73,7 +73,7 @@ def test_bad_bytes_are_dead_lettered_while_valid_traffic_is_served(stack: Stack)
     before = r.xlen(k.dead)
     r.xadd(k.jobs, {b"m": msgpack.packb([1, 2])})  # valid msgpack, but not a job map
     r.xadd(k.jobs, {b"m": b"\xc1garbage"})
-    inputs, labels = sample_inputs(MODEL, 8, seed=3)
+    inputs, _ = sample_inputs(MODEL, 8, seed=3)
     with Client(stack.settings) as c:
         res = c.submit(make_job(MODEL, list(inputs), 10_000.0)).result(30)
     assert res.completed == 8
@@ -93,7 +93,7 @@ def test_a_producer_without_the_sdk_gets_its_result(stack: Stack) -> None:
            "slo": {"deadline_ms": 10_000, "min_accuracy": 0.0, "objective": "latency"},
            "requests": [{"id": "r0", "inputs": {"audio": {"dtype": "float32", "shape": list(x.shape), "data": x.tobytes()}}}]}
     k = Keys(stack.settings.namespace)
-    r: "redis.Redis[bytes]" = redis.Redis.from_url(stack.settings.redis_url)
+    r: redis.Redis[bytes] = redis.Redis.from_url(stack.settings.redis_url)
     r.xadd(k.jobs, {"m": msgpack.packb(job, use_bin_type=True)})
     reply = r.xread({k.reply("raw-client"): "0"}, block=30_000, count=1)
     (_, [(_, fields)]), = reply

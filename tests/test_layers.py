@@ -137,9 +137,9 @@ DOTTED = re.compile(r"^adaserve(\.[a-z_][a-z0-9_]*)+$")
 
 def test_names_that_point_into_the_code_resolve() -> None:
     """rq job functions and the like are named by string: a move must not leave them dangling."""
-    files = {name: path for name, path in modules()}
+    files = dict(modules())
     dangling = []
-    for module, path in modules():
+    for _, path in modules():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.match(node.value):
                 target, attr = node.value, None

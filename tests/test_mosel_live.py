@@ -21,9 +21,9 @@ import redis
 from adaserve.broker import Keys, Settings, decode
 from adaserve.broker.profiles import Profile
 from adaserve.models.datasets import sample_inputs
+from adaserve.planner.config import PlannerConfig
 from adaserve.planner.mosel.matrix import StrategyMatrix, matrix_path
 from adaserve.planner.mosel.store import SHIPPED_DIR
-from adaserve.planner.config import PlannerConfig
 from adaserve.planner.service import Planner
 from adaserve.producers import Client, make_job
 from adaserve.workers import Worker, WorkerConfig
@@ -38,7 +38,7 @@ def shipped() -> tuple[Profile, StrategyMatrix]:
     return Profile.from_json(path.read_bytes()), StrategyMatrix.load(matrix_path(path))
 
 
-def store_slow_profile(settings: Settings, r: "redis.Redis[bytes]") -> Profile:
+def store_slow_profile(settings: Settings, r: redis.Redis[bytes]) -> Profile:
     """The shipped profile with every latency x SLOWER, in Redis, and its matrix in the cache.
 
     Scaling every latency by one factor leaves each cheapest mix unchanged, so the shipped
@@ -76,7 +76,7 @@ def pipeline(settings: Settings, modality: str = "random") -> Iterator[threading
                 assert not t.is_alive(), f"{t.name} did not stop"
 
 
-def events(r: "redis.Redis[bytes]", settings: Settings, kind: str) -> list[object]:
+def events(r: redis.Redis[bytes], settings: Settings, kind: str) -> list[object]:
     out = []
     for _, f in r.xrange(Keys(settings.namespace).telemetry):
         ev = decode(f[b"m"])
@@ -87,7 +87,7 @@ def events(r: "redis.Redis[bytes]", settings: Settings, kind: str) -> list[objec
 
 @pytest.mark.parametrize("modality", ["optimized", "random", "aggressive"])
 def test_a_tight_job_under_load_gets_a_cheaper_mix_and_keeps_its_floor(
-        settings: Settings, r: "redis.Redis[bytes]", modality: str) -> None:
+        settings: Settings, r: redis.Redis[bytes], modality: str) -> None:
     profile = store_slow_profile(settings, r)
     acc = {q.variant: q.value for q in profile.quality}
     inputs, labels = sample_inputs(MODEL, 40, seed=4)
@@ -124,7 +124,7 @@ def test_a_tight_job_under_load_gets_a_cheaper_mix_and_keeps_its_floor(
     assert {e.job_id for e in replans} <= {j.id for j in [*ahead, tight]}
 
 
-def test_without_pressure_every_request_uses_every_modality(settings: Settings, r: "redis.Redis[bytes]") -> None:
+def test_without_pressure_every_request_uses_every_modality(settings: Settings, r: redis.Redis[bytes]) -> None:
     inputs, labels = sample_inputs(MODEL, 48, seed=5)
     with pipeline(settings, "optimized") as start_planner, Client(settings) as client:
         handles = client.submit_many([make_job(MODEL, list(inputs[16 * k:16 * k + 16]), 5_000.0,

@@ -1,7 +1,8 @@
 """Arrival processes as pure functions: each returns sorted arrival offsets in seconds from 0.
 
-No I/O here and nothing but numpy (and adaserve's errors: the parameters come from users), so the load generator and the simulator draw the same
-arrivals from the same arguments. A trace enters as its inter-arrival gaps (``trace.gaps_s``).
+No I/O here and nothing but numpy (and adaserve's errors: the parameters come from users), so
+the load generator and the simulator draw the same arrivals from the same arguments. A trace
+enters as its inter-arrival gaps (``trace.gaps_s``).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def replay(gaps_s: np.ndarray, rate: float, duration_s: float, *, start: int = 0
         raise InvalidArgument("inter-arrival gaps must be finite and non-negative")
     if float(gaps.sum()) <= 0:
         raise InvalidArgument("a trace whose gaps are all zero has no rate to scale")
-    k = max(1, int(round(rate * duration_s)))
+    k = max(1, round(rate * duration_s))
     idx = (start + np.arange(k)) % gaps.size
     window = gaps[idx]
     total = float(window.sum())

@@ -3,8 +3,21 @@ import numpy as np
 import pytest
 
 from adaserve.broker import (
-    Batch, BatchItem, InvalidMessage, Job, LimitExceeded, Plan, Request, Result, Slo, Tensor, Timings,
-    decode, encode, load_limits, peek,
+    Batch,
+    BatchItem,
+    InvalidMessage,
+    Job,
+    LimitExceeded,
+    Plan,
+    Request,
+    Result,
+    Slo,
+    Tensor,
+    Timings,
+    decode,
+    encode,
+    load_limits,
+    peek,
 )
 from adaserve.broker.events import BatchFinished, RequestTiming
 
@@ -35,7 +48,8 @@ def test_other_messages_round_trip() -> None:
         job_id="j", request_id="r", app="a", reply_to="c", inputs={"x": t}, submitted_ms=0, deadline_ms=5)])
     res = Result(job_id="j", request_id="r", status="completed", timings=Timings(submitted_ms=0, finished_ms=1, total_ms=1))
     ev = BatchFinished(ts=1, batch_id="b", pool="cpu", worker="w", model="m", size=1, exec_ms=1,
-                       items=[RequestTiming(job_id="j", request_id="r", app="a", status="completed", queue_ms=0, exec_ms=1, total_ms=1)])
+                       items=[RequestTiming(job_id="j", request_id="r", app="a", status="completed", queue_ms=0,
+                                            exec_ms=1, total_ms=1)])
     for m in (batch, res, ev):
         assert decode(encode(m)) == m
 

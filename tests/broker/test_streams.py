@@ -1,8 +1,7 @@
 import numpy as np
 import redis
 
-from adaserve.broker import Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, probe
-from adaserve.broker import streams
+from adaserve.broker import Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, probe, streams
 from adaserve.broker.codec import encode_map
 
 
@@ -107,7 +106,7 @@ def test_trim_consumed_drops_only_what_the_group_is_done_with(r: "redis.Redis[by
     got = streams.read_group(r, [stream], "g", "c", count=6, block_ms=None)
     streams.ack(r, stream, "g", *[e.id for e in got[:4]])  # entries 5 and 6 stay pending, 7-10 unread
     assert streams.trim_consumed(r, stream, "g", keep_ms=0, now_ms=1e9, approximate=False) == 4
-    assert [e[0] for e in r.xrange(stream)][0] == b"5000-0"
+    assert r.xrange(stream)[0][0] == b"5000-0"
     streams.ack(r, stream, "g", *[e.id for e in got[4:]])
     # the unread entries stay; so does everything younger than keep_ms
     assert streams.trim_consumed(r, stream, "g", keep_ms=3500, now_ms=10_000, approximate=False) == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from adaserve.broker.messages import Result, Timings
-from adaserve.producers.results import JobResult
 from adaserve.loadgen.summary import summarize
+from adaserve.producers.results import JobResult
 
 
 def res(job: str, rid: str, status: str, total: float, pred: int | None = None, reason: str = "") -> Result:

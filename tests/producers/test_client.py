@@ -85,7 +85,7 @@ def test_many_threads_wait_on_their_own_handles(settings: Settings, r, standin) 
         def wait(i: int) -> None:
             try:
                 got[i] = handles[i].result(timeout=10).predictions
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=wait, args=(i,)) for i in range(8)]
