@@ -30,7 +30,7 @@ from adaserve.broker import Settings, connect, load_settings
 from adaserve.loadgen import LoadOptions, load_options, run_load, schedule
 from adaserve.stack import Stack
 
-POLICIES = ("orloj", "edf", "fifo", "clockwork", "nexus", "clipper")
+LIVE_POLICIES = ("orloj", "edf", "fifo", "clockwork", "nexus", "clipper")
 MODELS = ("ee-audio", "fsdd-cnn")
 LOADS = (0.5, 0.8, 1.2)
 DEADLINES_MS = (30.0, 100.0)

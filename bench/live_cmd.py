@@ -34,7 +34,7 @@ def register(bench_app: typer.Typer) -> None:
     @bench_app.command("live")
     def live_cmd(
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
-        policies: str = typer.Option(",".join(live.POLICIES), help="Columns: planner policies, comma-separated."),
+        policies: str = typer.Option(",".join(live.LIVE_POLICIES), help="Columns: planner policies, comma-separated."),
         models: str = typer.Option(",".join(live.MODELS), help="Models, comma-separated."),
         loads: str = typer.Option(",".join(map(str, live.LOADS)), help="Loads as fractions of the measured capacity."),
         deadlines: str = typer.Option(",".join(f"{d:g}" for d in live.DEADLINES_MS), help="Deadlines in ms."),

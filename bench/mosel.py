@@ -196,12 +196,12 @@ def register(bench_app: typer.Typer) -> None:
 def _live(profile: Any, gaps: Any, out_dir: Path, seed: int, quick: bool, rates: str, seconds: float,
           deadline_ms: float, policies: str, spec: Any, tick: Any) -> dict[str, Any]:
     from adaserve.bench.mosel_live import LiveConfig, live
-    from adaserve.planner.mosel.selector import POLICIES
+    from adaserve.planner.mosel.selector import MODALITY_POLICIES
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
-    bad = [p for p in names if p not in POLICIES]
+    bad = [p for p in names if p not in MODALITY_POLICIES]
     if bad or not names:
-        raise typer.BadParameter(f"unknown live policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}")
+        raise typer.BadParameter(f"unknown live policy {', '.join(bad) or '(none)'}; choose from {', '.join(MODALITY_POLICIES)}")
     try:
         grid = tuple(float(x) for x in rates.split(",") if x.strip())
     except ValueError:

@@ -68,10 +68,10 @@ def register(bench_app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
-        from adaserve.planner.sim.table import POLICIES, SLOS, WORKLOADS, compare, run_table
+        from adaserve.planner.sim.table import TABLE_POLICIES, SLOS, WORKLOADS, compare, run_table
 
         wl = [w for w in workloads.split(",") if w] or list(WORKLOADS)
-        pols = [p for p in policies.split(",") if p] or list(POLICIES)
+        pols = [p for p in policies.split(",") if p] or list(TABLE_POLICIES)
         err = Console(stderr=True)
         start = time.perf_counter()
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -24,14 +24,14 @@ class PlannerConfig:
     name: str = ""
     # Operator-chosen split placements, "model=first_pool:second_pool" (see planner/placement.py).
     split: tuple[str, ...] = ()
-    # MOSEL's policy for models whose profile has modality subsets (planner/mosel/live.py).
+    # MOSEL's policy for models whose profile has modality subsets (planner/mosel/scheduler.py).
     modality: str = "optimized"
     # ORLOJ's long-term feedback (planner/orloj/feed.py): auto = while an rq profiler worker runs.
     online_feedback: str = "auto"
 
     def __post_init__(self) -> None:
         # Imported here: the policy modules pull in the schedulers, which a config need not load.
-        from adaserve.planner.mosel.selector import POLICIES as MODALITY_POLICIES
+        from adaserve.planner.mosel.selector import MODALITY_POLICIES
         from adaserve.planner.orloj.feed import MODES
         from adaserve.planner.policies import POLICIES
 

@@ -8,8 +8,12 @@ next batch, and which requests can no longer meet their deadline. The live plann
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from adaserve.broker.messages import Job
 
 
 @dataclass(slots=True)
@@ -74,28 +78,54 @@ def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], 
     return Feedback(model, size, exec_s, apps, per, pool, variant)
 
 
-@runtime_checkable
-class Scheduler(Protocol):
-    """A batching policy for one model on one pool kind."""
+class Scheduler(ABC):
+    """A batching policy for one model on one pool kind.
 
-    name: str
+    The five abstract methods and ``__len__`` are what every policy answers. The rest are
+    optional capabilities, declared here with defaults that do nothing, so the planner calls
+    them on every policy without probing (as dramatiq's middleware declares its hooks): a
+    policy overrides the ones it has.
+    """
 
+    name: ClassVar[str]
+    # ORLOJ's long-term feedback (Sec. 3.2) re-runs requests alone for the policies that set this.
+    takes_samples: ClassVar[bool] = False
+
+    @abstractmethod
     def add(self, item: Pending, now: float) -> None:
         """Admit a request (called in arrival order)."""
 
+    @abstractmethod
     def next_batch(self, now: float, max_size: int) -> Decision:
         """Form the next batch for a free slot; also return what has become infeasible."""
 
+    @abstractmethod
     def expire(self, now: float) -> list[Pending]:
         """Remove and return requests that cannot meet their deadline even when run alone now."""
 
+    @abstractmethod
     def observe(self, feedback: Feedback) -> None:
         """Learn from a finished batch (latency model, execution-time distributions)."""
 
+    @abstractmethod
     def earliest_deadline(self) -> float | None:
         """Deadline of the most urgent pending request, to arbitrate between models."""
 
-    # Optional: ``drain_events() -> list[tuple[str, dict]]``. A policy that changes plans on its
-    # own (MOSEL's re-selection) returns telemetry events the live planner then publishes.
-
+    @abstractmethod
     def __len__(self) -> int: ...
+
+    # -- optional capabilities ------------------------------------------------------------------
+    def check_job(self, job: Job) -> None:
+        """Admission of a whole job before its requests are added: raise ``InvalidMessage`` to
+        reject it (MOSEL: the job's accuracy floor is out of reach). Default: admit."""
+
+    def add_sample(self, app: str, seconds: float) -> None:
+        """A request's execution time measured alone (with ``takes_samples``). Default: ignore."""
+
+    def drain_events(self) -> list[tuple[str, dict[str, object]]]:
+        """Telemetry events of plans the policy changed on its own (MOSEL's re-selection), for
+        the live planner to publish. Default: none."""
+        return []
+
+    def close(self) -> None:
+        """Release what the policy holds beyond its own state. Default: nothing to release."""

@@ -8,12 +8,12 @@ batch of one are expired.
 
 from __future__ import annotations
 
-from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 from adaserve.planner.deadlines import DeadlineHeap
 from adaserve.planner.latency import LinearLatency
 
 
-class EdfScheduler:
+class EdfScheduler(Scheduler):
     name = "edf"
 
     def __init__(self, latency: LinearLatency | None = None) -> None:

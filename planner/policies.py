@@ -127,7 +127,7 @@ def make_modality_scheduler(model: str, profile: Profile | None, policy: str, se
     while jobs run at their most accurate subset. ``opts`` go to ``MoselScheduler``.
     """
     from adaserve.planner.mosel.costs import SubsetCosts
-    from adaserve.planner.mosel.live import MoselScheduler
+    from adaserve.planner.mosel.scheduler import MoselScheduler
     from adaserve.planner.mosel.store import build_cached_matrix, cached_matrix, serving_profile
 
     for device in ("cpu", "gpu"):

@@ -87,9 +87,7 @@ class Planner:
     def close(self) -> None:
         """Stop what schedulers run beside the loop (MOSEL's monitor thread)."""
         for sched in self.scheds.values():
-            close = getattr(sched, "close", None)
-            if close is not None:
-                close()
+            sched.close()
 
     def step(self) -> None:
         self.pools.refresh(self.now_ms())
@@ -146,9 +144,7 @@ class Planner:
 
     def _check_job(self, job: Job) -> None:
         """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable)."""
-        check = getattr(self._sched(job.model), "check_job", None)
-        if check is not None:
-            check(job)
+        self._sched(job.model).check_job(job)
 
     def _sched(self, model: str) -> Scheduler:
         s = self.scheds.get(model)
@@ -232,10 +228,8 @@ class Planner:
     def _scheduler_events(self) -> None:
         # Policies that change plans on their own (MOSEL's re-selection) report it as events.
         for sched in self.scheds.values():
-            drain = getattr(sched, "drain_events", None)
-            if drain is not None:
-                for name, body in drain():
-                    self._event(name, **body)
+            for name, body in sched.drain_events():
+                self._event(name, **body)
 
     # -- housekeeping --------------------------------------------------------------------------
     def _housekeeping(self) -> None:

@@ -13,7 +13,7 @@ import torch
 
 from adaserve.models.lm.corpus import SOURCE, load_corpus
 from adaserve.models.lm.gpt import GptConfig
-from adaserve.models.lm.train import TrainConfig, build_model, evaluate_exits, train
+from adaserve.models.lm.train import TrainConfig, new_gpt, evaluate_exits, train
 from adaserve.models.lm.weights import depth_artifacts, save_layers
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
 
@@ -64,7 +64,7 @@ def _build(spec: LmSpec, out_dir: Path, *, tiny: bool, seed: int,
     torch.manual_seed(seed)
     corpus = load_corpus()
     config = GptConfig(corpus.vocab.size, spec.block_size, spec.n_layer, spec.n_embd, spec.n_head)
-    model = build_model(config, seed)
+    model = new_gpt(config, seed)
     task = progress.add_task(f"{spec.name}: training", total=spec.train.steps)
 
     def on_step(step: int, loss: float) -> None:

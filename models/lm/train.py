@@ -113,7 +113,7 @@ def evaluate_exits(model: EarlyExitGpt, ids: np.ndarray, max_windows: int | None
             for j, d in enumerate(depths)]
 
 
-def build_model(config: GptConfig, seed: int) -> EarlyExitGpt:
+def new_gpt(config: GptConfig, seed: int) -> EarlyExitGpt:
     torch.manual_seed(seed)
     model = EarlyExitGpt(config)
     model.init_weights(torch.Generator().manual_seed(seed))

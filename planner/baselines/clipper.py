@@ -11,12 +11,12 @@ objective is learned from the requests' own deadlines (deadline minus arrival).
 from __future__ import annotations
 
 from adaserve.planner.baselines.fifo_queue import FifoQueue
-from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 
 __all__ = ["ClipperScheduler"]
 
 
-class ClipperScheduler:
+class ClipperScheduler(Scheduler):
     name = "clipper"
 
     def __init__(self, *, start: int = 1, step: int = 1, backoff: float = 0.9, max_batch: int = 64,

@@ -19,13 +19,13 @@ from __future__ import annotations
 import heapq
 
 from adaserve.planner.baselines.point import MeanLatency
-from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 from adaserve.planner.deadlines import DeadlineHeap
 
 __all__ = ["ClockworkScheduler"]
 
 
-class ClockworkScheduler:
+class ClockworkScheduler(Scheduler):
     name = "clockwork"
 
     def __init__(self, latency: MeanLatency | None = None, *, sizes: tuple[int, ...] = (1, 2, 4, 8, 16),

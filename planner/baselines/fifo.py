@@ -8,12 +8,12 @@ in arrival order, ``batch`` at a time; a request is dropped only once its deadli
 from __future__ import annotations
 
 from adaserve.planner.baselines.fifo_queue import FifoQueue
-from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 
 __all__ = ["FifoScheduler"]
 
 
-class FifoScheduler:
+class FifoScheduler(Scheduler):
     name = "fifo"
 
     def __init__(self, *, batch: int = 8) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from adaserve.planner.baselines.fifo_queue import FifoQueue
 from adaserve.planner.baselines.point import MeanLatency
-from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 
 __all__ = ["NexusScheduler"]
 
 
-class NexusScheduler:
+class NexusScheduler(Scheduler):
     name = "nexus"
 
     def __init__(self, latency: MeanLatency | None = None, *, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)) -> None:

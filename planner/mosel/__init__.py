@@ -4,14 +4,14 @@ from adaserve.planner.mosel.costs import SubsetCosts
 from adaserve.planner.mosel.matrix import StrategyMatrix, build_matrix, floor_grid, matrix_path
 from adaserve.planner.mosel.offline import cheapest_mix, cheapest_row
 from adaserve.planner.mosel.queue import Change, QueuedJob, QueueState
-from adaserve.planner.mosel.selector import POLICIES, ModalitySelector, SelectorStats
+from adaserve.planner.mosel.selector import MODALITY_POLICIES, ModalitySelector, SelectorStats
 from adaserve.planner.mosel.sim import Outcome, simulate
 from adaserve.planner.mosel.strategy import ACC_TOL, Strategy
 from adaserve.planner.mosel.synthetic import is_synthetic, synthetic_av_digits_profile
 from adaserve.planner.mosel.workload import WorkloadSpec
 
 __all__ = [
-    "ACC_TOL", "POLICIES", "Change", "ModalitySelector", "Outcome", "QueueState", "QueuedJob",
+    "ACC_TOL", "MODALITY_POLICIES", "Change", "ModalitySelector", "Outcome", "QueueState", "QueuedJob",
     "SelectorStats", "Strategy", "StrategyMatrix", "SubsetCosts", "build_matrix",
     "cheapest_mix", "cheapest_row", "floor_grid", "is_synthetic", "matrix_path",
     "simulate", "synthetic_av_digits_profile", "WorkloadSpec",

@@ -11,7 +11,7 @@ import numpy as np
 from .costs import SubsetCosts
 from .matrix import StrategyMatrix
 from .metrics import summarize
-from .selector import POLICIES, ModalitySelector
+from .selector import MODALITY_POLICIES, ModalitySelector
 from .sim import simulate
 from .workload import WorkloadSpec, arrival_times, make_jobs, size_distribution
 
@@ -26,7 +26,7 @@ class SweepConfig:
     n_jobs: int = 1000
     seed: int = 0
     loads: tuple[float, ...] = (0.4, 0.7, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.65, 1.8, 2.0, 2.2)
-    policies: tuple[str, ...] = POLICIES
+    policies: tuple[str, ...] = MODALITY_POLICIES
     solve_budget_s: float = 0.1
     learn_rate: float = 0.2
     target: float = 0.05

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .timeline import EPS_S, Plan
+from .timeline import EPS_S, QueuePlan
 
 
-def lower_random(plan: Plan, t0: float, rng: np.random.Generator) -> None:
+def lower_random(plan: QueuePlan, t0: float, rng: np.random.Generator) -> None:
     """Algorithm 1: while some job would miss its deadline, pick jobs at random from those up to
     and including it and give each its fastest strategy meeting its floor, until it fits.
 
@@ -32,13 +32,13 @@ def lower_random(plan: Plan, t0: float, rng: np.random.Generator) -> None:
         i += 1
 
 
-def lower_aggressive(plan: Plan, t0: float) -> None:
+def lower_aggressive(plan: QueuePlan, t0: float) -> None:
     """``aggressive``: on any predicted miss, every queued job takes its fastest strategy."""
     if plan.first_violator(t0) is not None:
         plan.idx = [0] * len(plan)
 
 
-def can_raise(plan: Plan, t0: float) -> bool:
+def can_raise(plan: QueuePlan, t0: float) -> bool:
     """Whether some job could take its next more accurate strategy without a miss."""
     room = plan.slack_suffix_min(t0)
     return any(plan.idx[i] + 1 < len(plan.cands[i])
@@ -46,7 +46,7 @@ def can_raise(plan: Plan, t0: float) -> bool:
                for i in range(len(plan)))
 
 
-def raise_round_robin(plan: Plan, t0: float) -> None:
+def raise_round_robin(plan: QueuePlan, t0: float) -> None:
     """Give spare time back as accuracy: passes in deadline order, each job one step up its
     Pareto front per pass when no job at or after it would then miss, until a pass changes none.
 

@@ -11,7 +11,7 @@ from .monitor import Monitor
 from .planned import PlannedJobs
 from .queue import Change, QueuedJob, QueueState
 from .ready import ReadyQueues
-from .selection import Selection
+from .shared import Selection
 
 log = logging.getLogger("adaserve.planner.mosel")
 

@@ -10,9 +10,9 @@ from collections import deque
 from adaserve.broker.errors import InvalidMessage
 from adaserve.planner.core import Pending
 
-from .livejob import LiveJob, best_subset, chunk_sizes, feasible_subsets, floor_problem, set_accuracy
+from .held import MoselJob, best_subset, chunk_sizes, feasible_subsets, floor_problem, set_accuracy
 from .queue import QueuedJob
-from .selection import Selection
+from .shared import Selection
 from .strategy import Strategy
 
 log = logging.getLogger("adaserve.planner.mosel")
@@ -29,7 +29,7 @@ class PlannedJobs:
     def __init__(self, sel: Selection, model: str = "") -> None:
         self.sel, self.model = sel, model
         self.finalized: deque[tuple[str, tuple[Strategy, ...], float]] = deque(maxlen=4096)
-        self.jobs: dict[str, LiveJob] = {}     # key -> admitted, not yet released
+        self.jobs: dict[str, MoselJob] = {}     # key -> admitted, not yet released
         self.order: list[tuple[float, float, str]] = []  # gated jobs, deadline order (lazy)
         self.chunks: dict[str, QueuedJob] = {}
         self.chunk_key: dict[str, str] = {}
@@ -39,7 +39,7 @@ class PlannedJobs:
 
     # -- admission -------------------------------------------------------------------------
 
-    def admit(self, job: LiveJob) -> bool:
+    def admit(self, job: MoselJob) -> bool:
         """Take ``job`` in; True when it entered the selector (the plan may have to change)."""
         costs = self.sel.costs
         allowed = feasible_subsets(costs, job.items)
@@ -63,7 +63,7 @@ class PlannedJobs:
             return False
         return True
 
-    def _enter(self, job: LiveJob) -> bool:
+    def _enter(self, job: MoselJob) -> bool:
         selector, matrix = self.sel.selector, self.sel.matrix
         assert selector is not None and matrix is not None
         sizes = chunk_sizes(len(job.items), matrix.max_size)
@@ -96,19 +96,19 @@ class PlannedJobs:
 
     # -- the gate --------------------------------------------------------------------------
 
-    def job_of(self, cid: str) -> LiveJob | None:
+    def job_of(self, cid: str) -> MoselJob | None:
         return self.jobs.get(self.chunk_key.get(cid, ""))
 
     def key_of(self, cid: str) -> str:
         """The job key of chunk ``cid``, also once the chunk is gone (``key#part``)."""
         return self.chunk_key.get(cid, cid.split("#")[0])
 
-    def open_gate(self, job: LiveJob) -> None:
+    def open_gate(self, job: MoselJob) -> None:
         if not job.planned:
             job.planned = True
             heapq.heappush(self.order, job.order)
 
-    def peek(self) -> LiveJob | None:
+    def peek(self) -> MoselJob | None:
         """The earliest-deadline job whose gate is open."""
         while self.order:
             job = self.jobs.get(self.order[0][2])
@@ -117,7 +117,7 @@ class PlannedJobs:
             heapq.heappop(self.order)
         return None
 
-    def current(self, job: LiveJob) -> list[Strategy]:
+    def current(self, job: MoselJob) -> list[Strategy]:
         if job.pinned is not None:
             return [job.pinned]
         assert self.sel.selector is not None
@@ -125,7 +125,7 @@ class PlannedJobs:
 
     # -- leaving ---------------------------------------------------------------------------
 
-    def release(self, job: LiveJob) -> list[tuple[str, Pending]]:
+    def release(self, job: MoselJob) -> list[tuple[str, Pending]]:
         """The job's strategy becomes final: each request with the subset it runs on."""
         del self.jobs[job.key]
         self.held -= len(job.items)
@@ -142,7 +142,7 @@ class PlannedJobs:
         return [(subset, next(items)) for s in strategies for subset, k in zip(s.subsets, s.counts)
                 for _ in range(k)]
 
-    def drop(self, job: LiveJob) -> list[Pending]:
+    def drop(self, job: MoselJob) -> list[Pending]:
         self.jobs.pop(job.key, None)
         for c in job.chunks:
             self.forget(c)

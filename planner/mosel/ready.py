@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 from adaserve.planner.core import Pending
 
-from .livejob import LiveJob
+from .held import MoselJob
 from .planned import PlannedJobs
-from .selection import Selection
+from .shared import Selection
 
 INFLIGHT_FORGET_S = 10.0  # a batch whose feedback never came stops counting as backlog
 
@@ -73,7 +73,7 @@ class ReadyQueues:
             while heap and len(batch) < max_size:
                 batch.append(heapq.heappop(heap)[2])
 
-    def release(self, job: LiveJob) -> None:
+    def release(self, job: MoselJob) -> None:
         """The job's strategy becomes final; its requests join their subsets' queues."""
         for subset, p in self.plans.release(job):
             heapq.heappush(self.heaps[subset], (p.deadline, next(self._seq), p))

@@ -22,12 +22,12 @@ from adaserve.broker.errors import AdaserveError, InvalidMessage
 
 from .greedy import can_raise, lower_aggressive, lower_random, raise_round_robin
 from .matrix import StrategyMatrix
-from .online import solve_scope
+from .ilp import solve_scope
 from .queue import Change, QueuedJob, QueueState
 from .strategy import Strategy
-from .timeline import Plan, hopeless
+from .timeline import QueuePlan, hopeless
 
-POLICIES = ("optimized", "random", "aggressive", "none")
+MODALITY_POLICIES = ("optimized", "random", "aggressive", "none")
 
 
 def _recent() -> deque[float]:
@@ -56,8 +56,8 @@ class ModalitySelector:
 
     def __init__(self, matrix: StrategyMatrix, policy: str = "optimized", *, seed: int = 0,
                  solve_budget_s: float = 0.05, learn_rate: float = 0.2) -> None:
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r} (choose from {', '.join(POLICIES)})")
+        if policy not in MODALITY_POLICIES:
+            raise ValueError(f"unknown policy {policy!r} (choose from {', '.join(MODALITY_POLICIES)})")
         if not 0.0 <= learn_rate <= 1.0:
             raise ValueError("learn_rate must be within [0, 1]")
         self.learn_rate = learn_rate
@@ -129,7 +129,7 @@ class ModalitySelector:
         with self._lock:
             jobs = sorted((self._jobs[i] for i in ids if i in self._jobs), key=lambda j: j.order)
             before = {j.job_id: self._assign[j.job_id] for j in jobs}
-            plan = Plan(jobs, [self._cands[j.job_id] for j in jobs],
+            plan = QueuePlan(jobs, [self._cands[j.job_id] for j in jobs],
                         [self._idx[j.job_id] for j in jobs], self.latency_scale)
         t0 = max(now, state.busy_until)
         drop = hopeless(plan, t0)
@@ -167,7 +167,7 @@ class ModalitySelector:
                 applied.append(c)
         return applied
 
-    def _step(self, plan: Plan, t0: float) -> None:
+    def _step(self, plan: QueuePlan, t0: float) -> None:
         if self.policy == "none" or not len(plan):
             return
         if self.policy == "aggressive":
@@ -182,12 +182,12 @@ class ModalitySelector:
             # the table is taken here, so the next tick does not solve again just for it.
             raise_round_robin(plan, t0)
 
-    def _greedy(self, plan: Plan, t0: float) -> None:
+    def _greedy(self, plan: QueuePlan, t0: float) -> None:
         lower_random(plan, t0, self._rng)
         if can_raise(plan, t0):
             raise_round_robin(plan, t0)
 
-    def _optimize(self, plan: Plan, t0: float) -> bool:
+    def _optimize(self, plan: QueuePlan, t0: float) -> bool:
         """The integer program over the jobs up to the first would-be miss (or all, to raise);
         repeated for the next miss. False, with ``plan`` untouched, when the budget ran out."""
         saved = list(plan.idx)

@@ -17,7 +17,7 @@ EPS_S = 1e-9
 
 
 @dataclass
-class Plan:
+class QueuePlan:
     """Jobs in deadline order, their candidate strategies, and the chosen index of each.
 
     ``scale`` corrects every profiled latency by what execution feedback has shown (1.0: the
@@ -75,7 +75,7 @@ class Plan:
         self.idx = [self.idx[i] for i in keep]
 
 
-def hopeless(plan: Plan, t0: float) -> set[int]:
+def hopeless(plan: QueuePlan, t0: float) -> set[int]:
     """Jobs that miss their deadline even with every job up to them at its fastest strategy.
 
     Walking in deadline order, such a job is left out of the timeline (it will be expired), so it

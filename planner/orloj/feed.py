@@ -30,7 +30,8 @@ from adaserve.broker.codec import FIELD
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
 from adaserve.broker.streams import Entry
-from adaserve.planner.orloj.online import Rerun, drain_samples, enqueue_reruns, latest_id, sample_entries
+from adaserve.planner.core import Scheduler
+from adaserve.planner.orloj.profiler import Rerun, drain_samples, enqueue_reruns, latest_id, sample_entries
 
 if TYPE_CHECKING:
     from rq import Queue
@@ -74,14 +75,14 @@ class OnlineFeedback:
         self._probe_at = float("-inf")
         self._worker = False
 
-    def tick(self, schedulers: Mapping[str, object]) -> bool:
+    def tick(self, schedulers: Mapping[str, Scheduler]) -> bool:
         """Do one round if its time has come; True when it did. Redis trouble is logged, not raised."""
         now = self._clock()
         if self.mode == "off" or now < self._next:
             return False
         self._next = now + self.period_s
         self.stats.ticks += 1
-        takers = {m: s for m, s in schedulers.items() if callable(getattr(s, "add_sample", None))}
+        takers = {m: s for m, s in schedulers.items() if s.takes_samples}
         try:
             if takers and self._may_enqueue(now):
                 self._sample(takers)
@@ -89,7 +90,7 @@ class OnlineFeedback:
                 self._cursor = None  # nothing to sample for: no backlog to read later either
             for model, sched in takers.items():
                 for app, seconds in drain_samples(self.r, self.settings, model, limit=self.drain_limit):
-                    sched.add_sample(app, seconds)  # type: ignore[attr-defined]
+                    sched.add_sample(app, seconds)
                     self.stats.drained += 1
         except redis.RedisError as exc:
             self.stats.errors += 1

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 from adaserve.planner.orloj.batch_latency import BatchLatencyFit
 from adaserve.planner.orloj.distributions import ExecDistributions
 from adaserve.planner.orloj.queues import SizeQueues
@@ -38,8 +38,9 @@ DEFAULT_SIZES = tuple(range(1, 17))
 SIZE_RULES = ("largest", "urgent")
 
 
-class OrlojScheduler:
+class OrlojScheduler(Scheduler):
     name = "orloj"
+    takes_samples = True
 
     def __init__(self, *, sizes: tuple[int, ...] = DEFAULT_SIZES, b: float = 0.1,
                  distributions: ExecDistributions | None = None, latency: BatchLatencyFit | None = None,

@@ -20,11 +20,11 @@ from adaserve.planner.orloj.distributions import POOLED, Snapshot
 from adaserve.planner.orloj.order_stats import expected_max_mixed, max_masses
 from adaserve.planner.orloj.score import ScoreSegments, score_segments
 
-__all__ = ["BatchTables", "Entry"]
+__all__ = ["BatchTables", "TableEntry"]
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class TableEntry:
     est_s: float  # E[L_B]: expected latency of a batch of k holding this request
     segments: ScoreSegments
 
@@ -49,16 +49,16 @@ class BatchTables:
                  score_bins: int = 12) -> None:
         self.snapshot, self.c0, self.c1, self.b, self.score_bins = snapshot, c0, c1, b, score_bins
         self.sizes = tuple(sizes)
-        self._entries: dict[tuple[str, int], Entry] = {}
+        self._entries: dict[tuple[str, int], TableEntry] = {}
         self._emax: dict[tuple[tuple[str, int], ...], float] = {}
-        self._rows: dict[str, tuple[tuple[Entry, ...], tuple[float, ...]]] = {}
+        self._rows: dict[str, tuple[tuple[TableEntry, ...], tuple[float, ...]]] = {}
         pool = snapshot.masses[POOLED]
         for app in snapshot.apps:
             own = snapshot.masses[app]
             for k in self.sizes:
                 self._entries[(app, k)] = self._entry(own, pool, k)
 
-    def _entry(self, own: np.ndarray, pool: np.ndarray, k: int) -> Entry:
+    def _entry(self, own: np.ndarray, pool: np.ndarray, k: int) -> TableEntry:
         edges = self.snapshot.edges
         counts = [1, k - 1]
         emax = expected_max_mixed(edges, [own, pool], counts)
@@ -68,9 +68,9 @@ class BatchTables:
         nz = np.flatnonzero(mass > 1e-12)
         lo, hi = int(nz[0]), int(nz[-1]) + 1
         e, m = _coarsen(lat_edges[lo:hi + 1], mass[lo:hi], self.score_bins)
-        return Entry(mean, score_segments(e, m, mean, self.b))
+        return TableEntry(mean, score_segments(e, m, mean, self.b))
 
-    def row(self, app: str) -> tuple[tuple[Entry, ...], tuple[float, ...]]:
+    def row(self, app: str) -> tuple[tuple[TableEntry, ...], tuple[float, ...]]:
         """The entries of ``app`` (or of the pool) for every size, in the order of ``sizes``,
         and their ``E[L_B]``, made non-decreasing (a larger batch never waits less)."""
         key = self.known(app)
@@ -81,7 +81,7 @@ class BatchTables:
             got = self._rows[key] = (entries, ests)
         return got
 
-    def entry(self, app: str, k: int) -> Entry:
+    def entry(self, app: str, k: int) -> TableEntry:
         got = self._entries.get((app, k))
         return got if got is not None else self._entries[(POOLED, k)]
 

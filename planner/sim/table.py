@@ -22,11 +22,11 @@ from adaserve.planner.sim.experiment import Setup, paper_load, run
 from adaserve.planner.sim.paper import paper_value
 from adaserve.planner.sim.workloads import paper_workload
 
-__all__ = ["POLICIES", "SLOS", "TIE", "WORKLOADS", "Cell", "compare", "outcome", "paired", "run_table"]
+__all__ = ["TABLE_POLICIES", "SLOS", "TIE", "WORKLOADS", "Cell", "compare", "outcome", "paired", "run_table"]
 
 WORKLOADS = ("std-0.5", "std-1", "std-2", "one-modal", "two-modal", "four-modal", "eight-modal", "static")
 SLOS = (1.5, 2.0, 3.0, 4.0, 5.0)
-POLICIES = ("orloj", "clipper", "nexus", "clockwork", "fifo")
+TABLE_POLICIES = ("orloj", "clipper", "nexus", "clockwork", "fifo")
 # Without per-request results, finish rates closer than this are a tie; ``ceiling`` also uses it.
 TIE = 0.005
 Z_5PCT = 1.96
@@ -64,7 +64,7 @@ def _one(args: tuple[str, float, str, int, int, str, float | None]) -> Cell:
 
 
 def run_table(workloads: Iterable[str] = WORKLOADS, slos: Iterable[float] = SLOS,
-              policies: Iterable[str] = POLICIES, *, requests: int = 4000, seeds: int = 2, arrivals: str = "trace",
+              policies: Iterable[str] = TABLE_POLICIES, *, requests: int = 4000, seeds: int = 2, arrivals: str = "trace",
               load: float | None = None, jobs: int = 2,
               progress: Callable[[Cell], None] | None = None) -> tuple[list[Cell], dict[str, float]]:
     """All cells, in (workload, slo, policy) order, and the offered load of each workload.

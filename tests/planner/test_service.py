@@ -147,7 +147,7 @@ def test_infeasible_deadlines_expire_and_accounting_adds_up(
 
 def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subsets(settings: Settings) -> None:
     from adaserve.broker.errors import ConfigError
-    from adaserve.planner.mosel.live import MoselScheduler
+    from adaserve.planner.mosel.scheduler import MoselScheduler
     from adaserve.planner.config import default_factory
 
     with pytest.raises(ConfigError, match="modality"):

@@ -11,10 +11,10 @@ import pytest
 from adaserve.broker.messages import Job, Request, Slo, Tensor
 from adaserve.planner.core import Pending
 from adaserve.planner.mosel import StrategyMatrix, SubsetCosts, build_matrix, synthetic_av_digits_profile
-from adaserve.planner.mosel.livejob import LiveJob
+from adaserve.planner.mosel.held import MoselJob
 from adaserve.planner.state import HeldJob
 
-MakeJob = Callable[..., LiveJob]
+MakeJob = Callable[..., MoselJob]
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +28,7 @@ def matrix(costs: SubsetCosts) -> StrategyMatrix:
 
 
 def _live_job(key: str, n: int, deadline: float, *, floor: float = 0.62, arrival: float = 0.0,
-              inputs: tuple[str, ...] = ("audio", "image")) -> LiveJob:
+              inputs: tuple[str, ...] = ("audio", "image")) -> MoselJob:
     """A job of ``n`` real requests carrying ``inputs``; ``key`` may carry a ``/n`` repeat suffix.
     The planner's record of it (``HeldJob``) is every item's ``payload[0]``."""
     jid = key.split("/")[0]
@@ -38,7 +38,7 @@ def _live_job(key: str, n: int, deadline: float, *, floor: float = 0.62, arrival
     held = HeldJob(job, "0-1", arrival * 1000, n)
     items = [Pending(jid, r.id, "app", "av-digits", arrival, deadline, payload=(held, r), floor=floor,
                      job_size=n) for r in job.requests]
-    return LiveJob(key, jid, floor, arrival, deadline, items)
+    return MoselJob(key, jid, floor, arrival, deadline, items)
 
 
 @pytest.fixture(scope="session")

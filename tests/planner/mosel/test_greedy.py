@@ -4,13 +4,13 @@ import numpy as np
 
 from adaserve.planner.mosel import QueuedJob, StrategyMatrix
 from adaserve.planner.mosel.greedy import can_raise, lower_aggressive, lower_random, raise_round_robin
-from adaserve.planner.mosel.timeline import Plan, hopeless
+from adaserve.planner.mosel.timeline import QueuePlan, hopeless
 
 
-def _plan(matrix: StrategyMatrix, deadlines: list[float], floor: float = 0.62) -> Plan:
+def _plan(matrix: StrategyMatrix, deadlines: list[float], floor: float = 0.62) -> QueuePlan:
     jobs = [QueuedJob(f"j{k}", 5, floor, 0.0, d) for k, d in enumerate(deadlines)]
     cands = [matrix.candidates(5, floor) for _ in jobs]
-    return Plan(jobs, cands, [len(c) - 1 for c in cands])
+    return QueuePlan(jobs, cands, [len(c) - 1 for c in cands])
 
 
 def test_lower_random_stops_as_soon_as_the_violator_fits(matrix: StrategyMatrix) -> None:

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from adaserve.planner.mosel import QueueState, StrategyMatrix
-from adaserve.planner.mosel.livejob import LiveJob
+from adaserve.planner.mosel.held import MoselJob
 from adaserve.planner.mosel.monitor import Monitor
 from adaserve.planner.mosel.passes import MonitorPasses
 from adaserve.planner.mosel.planned import PlannedJobs
 from adaserve.planner.mosel.ready import ReadyQueues
-from adaserve.planner.mosel.selection import Selection
+from adaserve.planner.mosel.shared import Selection
 from adaserve.planner.mosel.selector import ModalitySelector
 
 
@@ -39,7 +39,7 @@ class Parts:
         assert self.sel.selector is not None
         return self.sel.selector
 
-    def admit(self, job: LiveJob) -> LiveJob:
+    def admit(self, job: MoselJob) -> MoselJob:
         if self.plans.admit(job):
             self.passes.dirty = True
         return job
@@ -52,7 +52,7 @@ def parts(matrix: StrategyMatrix) -> Iterator[Parts]:
     p.monitor.close()
 
 
-def test_no_pass_without_a_job_in_the_selector(parts: Parts, live_job: Callable[..., LiveJob]) -> None:
+def test_no_pass_without_a_job_in_the_selector(parts: Parts, live_job: Callable[..., MoselJob]) -> None:
     parts.passes.dirty = True
     parts.passes.kick(0.0)
     assert parts.selector.stats.replans == 0 and parts.passes.dirty  # nothing was looked at
@@ -61,7 +61,7 @@ def test_no_pass_without_a_job_in_the_selector(parts: Parts, live_job: Callable[
     assert parts.selector.stats.replans == 0 and parts.plans.peek() is pinned
 
 
-def test_with_time_to_spare_the_gate_opens_without_a_pass(parts: Parts, live_job: Callable[..., LiveJob]) -> None:
+def test_with_time_to_spare_the_gate_opens_without_a_pass(parts: Parts, live_job: Callable[..., MoselJob]) -> None:
     job = parts.admit(live_job("a", 6, 100.0))
     parts.passes.kick(0.0)
     assert job.planned and parts.plans.peek() is job
@@ -70,7 +70,7 @@ def test_with_time_to_spare_the_gate_opens_without_a_pass(parts: Parts, live_job
 
 
 def test_backlog_ahead_of_the_queue_calls_for_a_pass(
-        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     rich = matrix.richest(6).latency_s
     job = parts.admit(live_job("a", 6, 1.5 * rich))  # alone at its richest it is on time
     parts.ready.sent("audio+image", 6, 0.0)  # but a batch as long as the job is still running
@@ -81,7 +81,7 @@ def test_backlog_ahead_of_the_queue_calls_for_a_pass(
 
 
 def test_a_pass_makes_a_late_job_cheaper_and_says_so(
-        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     rich = matrix.richest(6)
     job = parts.admit(live_job("a/7", 6, 0.9 * rich.latency_s, floor=0.8))  # a repeated job id
     parts.passes.kick(0.0)
@@ -97,7 +97,7 @@ def test_a_pass_makes_a_late_job_cheaper_and_says_so(
 
 
 def test_the_parts_of_a_large_job_are_numbered_in_its_events(
-        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     n = 2 * matrix.max_size + 3
     size = n // 3
     job = parts.admit(live_job("big", n, 2.5 * matrix.richest(size).latency_s, floor=0.8))
@@ -113,7 +113,7 @@ def test_the_parts_of_a_large_job_are_numbered_in_its_events(
 
 
 def test_a_pass_that_expires_a_job_dooms_it(
-        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     fast = matrix.candidates(6, 0.62)[0].latency_s
     first = parts.admit(live_job("first", 6, fast * 1.01, floor=0.62))
     doomed = parts.admit(live_job("doomed/3", 6, fast * 1.5, floor=0.96))  # only its richest is allowed
@@ -130,7 +130,7 @@ def test_a_pass_that_expires_a_job_dooms_it(
 
 
 def test_spare_time_is_given_back_as_accuracy(
-        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     rich = matrix.richest(6)
     job = parts.admit(live_job("a", 6, 10.0))
     # An earlier pass, with the worker busy until just before the deadline, made it cheaper.
@@ -146,7 +146,7 @@ def test_spare_time_is_given_back_as_accuracy(
 
 
 def test_passes_wait_for_the_period_unless_the_queue_moved(
-        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     parts.admit(live_job("a", 6, 0.9 * matrix.richest(6).latency_s))
     parts.passes.kick(0.0)
     assert parts.selector.stats.replans == 1
@@ -160,7 +160,7 @@ def test_passes_wait_for_the_period_unless_the_queue_moved(
 
 
 def test_a_busy_monitor_keeps_the_queue_dirty_and_the_gate_closed(
-        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     p = Parts(matrix, matrix, inline=False)
     hold = threading.Event()
     try:
@@ -183,7 +183,7 @@ def test_a_busy_monitor_keeps_the_queue_dirty_and_the_gate_closed(
 
 
 def test_a_slow_pass_makes_the_next_one_plan_further_ahead(
-        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     p = Parts(matrix, matrix, inline=False)
     try:
         rich = matrix.richest(6).latency_s
@@ -207,7 +207,7 @@ def test_a_slow_pass_makes_the_next_one_plan_further_ahead(
 
 
 def test_a_matrix_built_on_the_monitor_turns_selection_on(
-        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     p = Parts(None, matrix)
     assert p.sel.selector is None
     p.passes.kick(0.0)  # no selector: nothing to pass over

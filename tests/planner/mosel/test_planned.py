@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from adaserve.planner.mosel import QueueState, StrategyMatrix
-from adaserve.planner.mosel.livejob import LiveJob
+from adaserve.planner.mosel.held import MoselJob
 from adaserve.planner.mosel.planned import PlannedJobs
-from adaserve.planner.mosel.selection import Selection
+from adaserve.planner.mosel.shared import Selection
 from adaserve.planner.mosel.selector import ModalitySelector
 from adaserve.planner.mosel.store import SHIPPED_DIR
 
@@ -33,7 +33,7 @@ def selector(plans: PlannedJobs) -> ModalitySelector:
 
 
 def test_a_job_enters_the_selector_at_its_richest_behind_a_closed_gate(
-        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("a", 4, 5.0)
     assert plans.admit(job)
     assert job.chunks == ["a"] and job.pinned is None and not job.planned
@@ -44,7 +44,7 @@ def test_a_job_enters_the_selector_at_its_richest_behind_a_closed_gate(
 
 
 def test_a_job_larger_than_the_matrix_enters_in_near_equal_chunks(
-        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     n = 2 * matrix.max_size + 3
     job = live_job("big", n, 5.0, floor=0.8)
     assert plans.admit(job)
@@ -59,7 +59,7 @@ def test_a_job_larger_than_the_matrix_enters_in_near_equal_chunks(
 
 
 def test_the_shipped_matrix_splits_a_large_job_and_its_release_covers_every_request(
-        live_job: Callable[..., LiveJob]) -> None:
+        live_job: Callable[..., MoselJob]) -> None:
     shipped = StrategyMatrix.load(SHIPPED_DIR / "av-digits.mosel.json")  # measured on a CPU
     plans = planned(shipped)
     n = 2 * shipped.max_size + 6
@@ -75,7 +75,7 @@ def test_the_shipped_matrix_splits_a_large_job_and_its_release_covers_every_requ
 
 
 def test_a_job_lacking_a_modality_is_pinned_to_its_best_subset(
-        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("a", 3, 5.0, floor=0.8, inputs=("audio",))
     assert not plans.admit(job)
     assert job.pinned is not None and job.pinned.by_subset() == {"audio": 3} and job.chunks == []
@@ -85,7 +85,7 @@ def test_a_job_lacking_a_modality_is_pinned_to_its_best_subset(
 
 
 def test_a_job_is_pinned_to_the_inputs_all_its_requests_carry(
-        plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("mixed", 3, 5.0, floor=0.8)
     job.items[1].payload[1].inputs.pop("image")  # one request came without its image
     assert not plans.admit(job)
@@ -93,7 +93,7 @@ def test_a_job_is_pinned_to_the_inputs_all_its_requests_carry(
 
 
 def test_without_modality_selection_a_job_s_fastest_is_its_richest(
-        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     sel = Selection(matrix.costs, "none")
     sel.use(matrix)
     plans = PlannedJobs(sel, "av-digits")
@@ -107,7 +107,7 @@ def test_without_modality_selection_a_job_s_fastest_is_its_richest(
 
 
 def test_while_the_matrix_is_built_jobs_are_pinned_to_the_richest_subset(
-        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     plans = planned(matrix, built=False)
     job = live_job("a", 3, 5.0)
     assert not plans.admit(job)
@@ -115,7 +115,7 @@ def test_while_the_matrix_is_built_jobs_are_pinned_to_the_richest_subset(
 
 
 def test_a_job_the_selector_refuses_is_pinned_and_leaves_nothing_behind(
-        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("late", 2 * matrix.max_size + 1, 1.0, arrival=2.0)  # deadline before arrival
     assert not plans.admit(job)
     assert job.pinned is not None and job.chunks == [] and plans.chunks == {} and plans.top == {}
@@ -123,7 +123,7 @@ def test_a_job_the_selector_refuses_is_pinned_and_leaves_nothing_behind(
 
 
 def test_a_floor_no_subset_reaches_ends_the_job_at_admission(
-        plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("x", 3, 5.0, floor=0.9, inputs=("audio",))  # audio alone reaches 0.85
     assert not plans.admit(job)
     assert plans.jobs == {} and plans.held == 0 and len(selector(plans)) == 0
@@ -132,7 +132,7 @@ def test_a_floor_no_subset_reaches_ends_the_job_at_admission(
 
 
 def test_the_gate_opens_once_and_peek_follows_deadline_order(
-        plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, live_job: Callable[..., MoselJob]) -> None:
     jobs = {k: live_job(k, 2, d) for k, d in [("c", 3.0), ("a", 1.0), ("b", 2.0)]}
     for job in jobs.values():
         plans.admit(job)
@@ -146,7 +146,7 @@ def test_the_gate_opens_once_and_peek_follows_deadline_order(
 
 
 def test_release_makes_the_strategy_final_and_records_its_accuracy(
-        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("m", 6, 0.9 * matrix.richest(6).latency_s)
     held = job.items[0].payload[0]
     plans.admit(job)
@@ -163,7 +163,7 @@ def test_release_makes_the_strategy_final_and_records_its_accuracy(
 
 
 def test_a_chunked_job_s_accuracy_is_the_mean_over_its_requests(
-        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     n = matrix.max_size + 1  # chunks of 4 and 3
     job = live_job("big", n, 5.0)
     held = job.items[0].payload[0]
@@ -183,7 +183,7 @@ def test_a_chunked_job_s_accuracy_is_the_mean_over_its_requests(
 
 
 def test_a_job_the_monitor_expired_in_part_before_its_release_ends_whole(
-        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        plans: PlannedJobs, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("gone", matrix.max_size + 1, 1.0)
     held = job.items[0].payload[0]
     plans.admit(job)
@@ -196,7 +196,7 @@ def test_a_job_the_monitor_expired_in_part_before_its_release_ends_whole(
 
 
 def test_hopeless_jobs_are_dropped_at_the_learnt_speed(
-        matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     plans = planned(matrix, learn_rate=1.0)
     fastest = matrix.candidates(6, 0.62)[0].latency_s
     assert fastest > 0
@@ -212,7 +212,7 @@ def test_hopeless_jobs_are_dropped_at_the_learnt_speed(
     assert plans.hopeless(10.0) == tight.items and set(plans.jobs) == {"ok"}
 
 
-def test_take_dropped_ends_the_doomed_jobs(plans: PlannedJobs, live_job: Callable[..., LiveJob]) -> None:
+def test_take_dropped_ends_the_doomed_jobs(plans: PlannedJobs, live_job: Callable[..., MoselJob]) -> None:
     a = live_job("a", 2, 5.0)
     b = live_job("b", 3, 5.0, floor=0.99)  # unreachable: dropped at admission
     plans.admit(a)

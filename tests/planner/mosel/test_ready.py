@@ -8,28 +8,28 @@ from collections.abc import Callable
 import pytest
 
 from adaserve.planner.mosel import QueueState, StrategyMatrix
-from adaserve.planner.mosel.livejob import LiveJob
+from adaserve.planner.mosel.held import MoselJob
 from adaserve.planner.mosel.planned import PlannedJobs
 from adaserve.planner.mosel.ready import INFLIGHT_FORGET_S, ReadyQueues
-from adaserve.planner.mosel.selection import Selection
+from adaserve.planner.mosel.shared import Selection
 
 
 class Parts:
     """A selector over the test matrix, the planned jobs and the ready queues, wired as live."""
 
-    def __init__(self, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+    def __init__(self, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
         self.live_job = live_job
         self.sel = Selection(matrix.costs, "random", learn_rate=1.0)
         self.sel.use(matrix)
         self.plans = PlannedJobs(self.sel, "av-digits")
         self.ready = ReadyQueues(self.sel, self.plans, itertools.count(1))
 
-    def released(self, key: str, n: int, deadline: float, **kw: object) -> LiveJob:
+    def released(self, key: str, n: int, deadline: float, **kw: object) -> MoselJob:
         job = self.gated(key, n, deadline, **kw)
         self.ready.release(job)
         return job
 
-    def gated(self, key: str, n: int, deadline: float, **kw: object) -> LiveJob:
+    def gated(self, key: str, n: int, deadline: float, **kw: object) -> MoselJob:
         job = self.live_job(key, n, deadline, **kw)
         self.plans.admit(job)
         self.plans.open_gate(job)
@@ -37,7 +37,7 @@ class Parts:
 
 
 @pytest.fixture
-def parts(matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> Parts:
+def parts(matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> Parts:
     return Parts(matrix, live_job)
 
 
@@ -54,7 +54,7 @@ def test_a_batch_is_one_subset_in_deadline_order(parts: Parts) -> None:
 
 
 def test_a_mixed_job_runs_on_each_subset_as_many_requests_as_its_strategy_says(
-        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     job = live_job("m", 6, 0.9 * matrix.richest(6).latency_s)  # its richest mix would be late
     assert parts.plans.admit(job)
     assert parts.sel.selector is not None
@@ -69,7 +69,7 @@ def test_a_mixed_job_runs_on_each_subset_as_many_requests_as_its_strategy_says(
     assert len(parts.ready) == 0
 
 
-def test_head_is_the_subset_of_the_most_urgent_work(parts: Parts, live_job: Callable[..., LiveJob]) -> None:
+def test_head_is_the_subset_of_the_most_urgent_work(parts: Parts, live_job: Callable[..., MoselJob]) -> None:
     assert parts.ready.head() is None
     parts.released("a", 2, 5.0, inputs=("audio",))
     assert parts.ready.head() == "audio"
@@ -86,7 +86,7 @@ def test_head_is_the_subset_of_the_most_urgent_work(parts: Parts, live_job: Call
 
 
 def test_a_short_batch_is_topped_up_from_gated_jobs_that_use_its_subset(
-        parts: Parts, live_job: Callable[..., LiveJob]) -> None:
+        parts: Parts, live_job: Callable[..., MoselJob]) -> None:
     parts.released("r", 2, 1.0)  # at its richest: audio+image
     parts.gated("late", 3, 4.0)
     parts.gated("early", 3, 3.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from adaserve.broker.errors import InvalidMessage
-from adaserve.planner.mosel import POLICIES, ModalitySelector, QueuedJob, QueueState, StrategyMatrix
+from adaserve.planner.mosel import MODALITY_POLICIES, ModalitySelector, QueuedJob, QueueState, StrategyMatrix
 from adaserve.planner.mosel.timeline import EPS_S
 
 
@@ -33,7 +33,7 @@ def _check_plan(sel: ModalitySelector, jobs: list[QueuedJob], t0: float) -> None
         assert t <= j.deadline + EPS_S, "a kept job misses its deadline"
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", MODALITY_POLICIES)
 def test_never_below_a_floor_and_no_kept_job_misses(matrix: StrategyMatrix, policy: str) -> None:
     rng = np.random.default_rng(7)
     for case in range(40):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adaserve.planner.mosel import POLICIES, ModalitySelector, StrategyMatrix, SubsetCosts
+from adaserve.planner.mosel import MODALITY_POLICIES, ModalitySelector, StrategyMatrix, SubsetCosts
 from adaserve.planner.mosel.metrics import summarize
 from adaserve.planner.mosel.sim import simulate
 from adaserve.planner.mosel.workload import WorkloadSpec, arrival_times, make_jobs
@@ -19,7 +19,7 @@ def _run(matrix: StrategyMatrix, costs: SubsetCosts, policy: str, rate: float, s
     return simulate(jobs, sel, true or costs)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", MODALITY_POLICIES)
 def test_same_seed_same_run(matrix: StrategyMatrix, costs: SubsetCosts, policy: str) -> None:
     a = _run(matrix, costs, policy, 400.0, 3)
     b = _run(matrix, costs, policy, 400.0, 3)
@@ -31,7 +31,7 @@ def test_same_seed_same_run(matrix: StrategyMatrix, costs: SubsetCosts, policy: 
 
 
 def test_exact_profile_means_no_job_runs_late(matrix: StrategyMatrix, costs: SubsetCosts) -> None:
-    for policy in POLICIES:
+    for policy in MODALITY_POLICIES:
         s = summarize(_run(matrix, costs, policy, 600.0, 1))
         assert s["late"] == 0  # with true = believed costs, misses are expirations, not overruns
 

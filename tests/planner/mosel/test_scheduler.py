@@ -12,7 +12,7 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.messages import Job, Request, Slo, Tensor
 from adaserve.planner.core import Decision, Feedback, Pending
 from adaserve.planner.mosel import StrategyMatrix
-from adaserve.planner.mosel.live import MoselScheduler
+from adaserve.planner.mosel.scheduler import MoselScheduler
 from adaserve.planner.state import HeldJob
 
 BOTH = ("audio", "image")

@@ -12,7 +12,7 @@ from .strategy import ACC_TOL, Strategy
 
 
 @dataclass
-class LiveJob:
+class MoselJob:
     """The undispatched requests of one job, before its strategy is released.
 
     ``chunks`` are the job's entries in the selector: one, or several for a job larger than the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .costs import SubsetCosts
 from .matrix import StrategyMatrix
-from .selector import POLICIES, ModalitySelector
+from .selector import MODALITY_POLICIES, ModalitySelector
 
 
 class Selection:
@@ -17,8 +17,8 @@ class Selection:
 
     def __init__(self, costs: SubsetCosts, policy: str, *, seed: int = 0, solve_budget_s: float = 0.05,
                  learn_rate: float = 0.2) -> None:
-        if policy not in POLICIES:
-            raise ValueError(f"unknown modality policy {policy!r} (choose from {', '.join(POLICIES)})")
+        if policy not in MODALITY_POLICIES:
+            raise ValueError(f"unknown modality policy {policy!r} (choose from {', '.join(MODALITY_POLICIES)})")
         self.costs, self.policy = costs, policy
         self.matrix: StrategyMatrix | None = None
         self.selector: ModalitySelector | None = None

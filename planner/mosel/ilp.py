@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pulp
 
 from .offline import cbc
-from .timeline import EPS_S, Plan
+from .timeline import EPS_S, QueuePlan
 
 TIE_BREAK = 1e-6
 CBC_TOL_S = 1e-7
@@ -42,7 +42,7 @@ class SolveResult:
     status: str
 
 
-def solve_scope(plan: Plan, upto: int, t0: float, budget_s: float) -> SolveResult:
+def solve_scope(plan: QueuePlan, upto: int, t0: float, budget_s: float) -> SolveResult:
     """Re-select strategies for jobs ``0..upto`` of ``plan``, within ``budget_s`` of wall time."""
     start = time.perf_counter()
     if budget_s <= 0:

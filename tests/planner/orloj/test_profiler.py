@@ -16,7 +16,7 @@ from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Batch, BatchItem, Placement, Plan
 from adaserve.broker.streams import publish
 from adaserve.broker.tensors import Tensor
-from adaserve.planner.orloj.online import Rerun, drain_samples, enqueue_reruns, sample_finished, samples_key
+from adaserve.planner.orloj.profiler import Rerun, drain_samples, enqueue_reruns, sample_finished, samples_key
 from adaserve.workers.rerun import find_item, record
 from adaserve.workers.runtime.base import RunOutput
 

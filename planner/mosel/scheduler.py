@@ -32,22 +32,22 @@ from collections.abc import Callable
 
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.messages import Job
-from adaserve.planner.core import Decision, Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 
 from .costs import SubsetCosts
-from .livejob import LiveJob, feasible_subsets, floor_problem, modalities
+from .held import MoselJob, feasible_subsets, floor_problem, modalities
 from .matrix import StrategyMatrix
 from .monitor import Monitor
 from .passes import MonitorPasses
 from .planned import PlannedJobs
 from .ready import ReadyQueues
-from .selection import Selection
+from .shared import Selection
 from .selector import ModalitySelector
 
 log = logging.getLogger("adaserve.planner.mosel")
 
 
-class MoselScheduler:
+class MoselScheduler(Scheduler):
     """Modality selection for one model; see the module docstring for the flow.
 
     The parts, each in its own module: :class:`Selection` (costs, matrix, selector),
@@ -73,8 +73,8 @@ class MoselScheduler:
         self.passes = MonitorPasses(self.sel, self.plans, self.ready, self.monitor, model=model,
                                     period_s=period_s)
         self.finalized = self.plans.finalized
-        self._open: dict[str, LiveJob] = {}     # job id -> a job still gathering requests
-        self._fresh: list[LiveJob] = []
+        self._open: dict[str, MoselJob] = {}     # job id -> a job still gathering requests
+        self._fresh: list[MoselJob] = []
         self._gathering = 0  # requests of the jobs in ``_fresh``
         if matrix is not None:
             self.sel.use(matrix)
@@ -110,7 +110,7 @@ class MoselScheduler:
         if job is None:
             n = next(self._seq)
             key = item.job_id if item.job_id not in self.plans.jobs else f"{item.job_id}/{n}"
-            job = self._open[item.job_id] = LiveJob(key, item.job_id, item.floor, item.arrival, item.deadline)
+            job = self._open[item.job_id] = MoselJob(key, item.job_id, item.floor, item.arrival, item.deadline)
             self._fresh.append(job)
         job.items.append(item)
         self._gathering += 1

@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 
 from adaserve.planner.mosel import QueuedJob, StrategyMatrix
-from adaserve.planner.mosel.online import CBC_TOL_S, GAP_REL, solve_scope
-from adaserve.planner.mosel.timeline import Plan
+from adaserve.planner.mosel.ilp import CBC_TOL_S, GAP_REL, solve_scope
+from adaserve.planner.mosel.timeline import QueuePlan
 
 
-def _plan(matrix: StrategyMatrix, rng: np.random.Generator) -> Plan:
+def _plan(matrix: StrategyMatrix, rng: np.random.Generator) -> QueuePlan:
     jobs, cands = [], []
     t = 0.0
     for k in range(int(rng.integers(1, 4))):
@@ -21,15 +21,15 @@ def _plan(matrix: StrategyMatrix, rng: np.random.Generator) -> Plan:
         t += float(rng.uniform(0.3, 1.2)) * c[-1].latency_s
         jobs.append(QueuedJob(f"j{k}", n, f, 0.0, t))
         cands.append(c)
-    return Plan(jobs, cands, [len(c) - 1 for c in cands])
+    return QueuePlan(jobs, cands, [len(c) - 1 for c in cands])
 
 
-def _value(plan: Plan, choice: tuple[int, ...]) -> float:
+def _value(plan: QueuePlan, choice: tuple[int, ...]) -> float:
     total = sum(j.size for j in plan.jobs)
     return sum(plan.jobs[j].size * plan.cands[j][c].accuracy for j, c in enumerate(choice)) / total
 
 
-def _feasible(plan: Plan, choice: tuple[int, ...], t0: float) -> bool:
+def _feasible(plan: QueuePlan, choice: tuple[int, ...], t0: float) -> bool:
     t = t0
     for j, c in enumerate(choice):
         t += plan.cands[j][c].latency_s
