@@ -57,7 +57,8 @@ def default_factory(policy: str, modality: str = "optimized", settings: Settings
     """Schedulers by model: MOSEL (``modality`` policy) for a model whose profile has modality
     subsets (the stored one, else a profile file, see ``serving_profile``), ``policy`` otherwise,
     with the batch sizes the planner's ``max_batch`` allows."""
-    from adaserve.planner.policies import POLICIES, make_modality_scheduler, make_scheduler, serving_options
+    from adaserve.planner.mosel.shell import make_modality_scheduler
+    from adaserve.planner.policies import POLICIES, make_scheduler, serving_options
 
     if policy not in POLICIES:
         raise ConfigError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")

@@ -9,17 +9,14 @@ prior and learn from ``observe``.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.profiles import Profile
 from adaserve.planner.core import Scheduler
 from adaserve.planner.orloj.prior import Prior, prior_from_profile
 
-if TYPE_CHECKING:
-    from adaserve.broker.settings import Settings
-
-__all__ = ["POLICIES", "make_modality_scheduler", "make_scheduler", "orloj_sizes", "serving_options"]
+__all__ = ["POLICIES", "make_scheduler", "orloj_sizes", "serving_options"]
 log = logging.getLogger("adaserve.planner")
 
 POLICIES = ("orloj", "fifo", "clipper", "nexus", "clockwork", "edf")
@@ -113,41 +110,3 @@ def make_scheduler(policy: str, *, model: str, profile: Profile | None = None, *
         raise ConfigError(f"bad options for policy {policy!r}: {exc}") from exc
     except ValueError as exc:
         raise ConfigError(f"bad options for policy {policy!r}: {exc}") from exc
-
-
-
-def make_modality_scheduler(model: str, profile: Profile | None, policy: str, settings: "Settings", *,
-                            max_size: int = 32, step: float = 0.01, **opts: Any) -> Scheduler | None:
-    """MOSEL's scheduler for ``model`` when a profile with modality subsets is at hand (Redis,
-    then ``<data_dir>/profiles``, then the profiles shipped with adaserve), else ``None`` with a
-    log line saying why: the model is then served at its default variant by the batching policy.
-
-    The strategy matrix (``max_size`` requests, floors every ``step``) comes from the cache next
-    to the profile or under ``<data_dir>/mosel``; when absent it is solved on the monitor thread
-    while jobs run at their most accurate subset. ``opts`` go to ``MoselScheduler``.
-    """
-    from adaserve.planner.mosel.costs import SubsetCosts
-    from adaserve.planner.mosel.scheduler import MoselScheduler
-    from adaserve.planner.mosel.store import build_cached_matrix, cached_matrix, serving_profile
-
-    for device in ("cpu", "gpu"):
-        src = serving_profile(settings, model, profile, device)
-        if src is not None:
-            break
-    else:
-        log.info("%s: no profile with modality subsets (in Redis, %s or the shipped ones); served without "
-                 "modality selection", model, settings.data_dir / "profiles")
-        return None
-    cache = settings.data_dir / "mosel"
-    matrix = cached_matrix(src, cache, max_size=max_size, step=step, device=device)
-    log.info("%s: modality selection (%s) over %s, profile %s", model, policy,
-             ", ".join(SubsetCosts.from_profile(src.profile, device).subsets), src.source)
-
-    def build() -> Any:
-        return build_cached_matrix(src, cache, max_size=max_size, step=step, device=device)
-
-    try:
-        return MoselScheduler(SubsetCosts.from_profile(src.profile, device), matrix, policy, model=model,
-                              build=None if matrix is not None else build, **opts)
-    except ValueError as exc:
-        raise ConfigError(f"bad options for modality policy {policy!r}: {exc}") from exc

@@ -6,8 +6,11 @@ monitor is one daemon thread fed by the planner loop: the loop hands it a task (
 queue and a clock value) whenever it is idle and returns at once; results are picked up on a later
 loop iteration. A thread rather than a process because the selector's state must be shared with
 the batch former in O(1) (``ModalitySelector.strategy``), and CBC itself runs as a subprocess, so
-the solve does not hold the GIL. ``inline=True`` runs each task at submission instead, for tests
-and deterministic replays.
+the solve does not hold the GIL.
+
+This is part of the planner's I/O shell (a thread); the scheduler sees it only through the
+``tasks.Tasks`` interface, and ``tasks.InlineTasks`` stands in for it where decisions must be a
+pure function of their inputs (tests, replays).
 """
 
 from __future__ import annotations
@@ -15,19 +18,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("adaserve.planner.mosel")
+from .tasks import Task
 
-Task = Callable[[], Any]
+log = logging.getLogger("adaserve.planner.mosel")
 
 
 class Monitor:
     """Runs at most one task at a time on its own thread; finished results queue up for ``drain``."""
 
-    def __init__(self, name: str = "mosel-monitor", *, inline: bool = False) -> None:
-        self.name, self.inline = name, inline
+    inline = False
+
+    def __init__(self, name: str = "mosel-monitor") -> None:
+        self.name = name
         self._cond = threading.Condition()
         self._task: Task | None = None
         self._running = False
@@ -42,9 +46,6 @@ class Monitor:
 
     def submit(self, task: Task) -> bool:
         """Hand ``task`` over; False (and nothing queued) when a task is still pending or running."""
-        if self.inline:
-            self._run_one(task)
-            return True
         with self._cond:
             if self._stopped or self._running or self._task is not None:
                 return False

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from .matrix import StrategyMatrix
-from .monitor import Monitor
+from .tasks import Tasks
 from .planned import PlannedJobs
 from .queue import Change, QueuedJob, QueueState
 from .ready import ReadyQueues
@@ -32,7 +32,7 @@ class MonitorPasses:
     so a pass may find something to change before ``period_s`` is up.
     """
 
-    def __init__(self, sel: Selection, plans: PlannedJobs, ready: ReadyQueues, monitor: Monitor, *,
+    def __init__(self, sel: Selection, plans: PlannedJobs, ready: ReadyQueues, monitor: Tasks, *,
                  model: str = "", period_s: float = 0.02) -> None:
         self.sel, self.plans, self.ready, self.monitor = sel, plans, ready, monitor
         self.model, self.period_s = model, period_s

@@ -37,12 +37,12 @@ from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 from .costs import SubsetCosts
 from .held import MoselJob, feasible_subsets, floor_problem, modalities
 from .matrix import StrategyMatrix
-from .monitor import Monitor
 from .passes import MonitorPasses
 from .planned import PlannedJobs
 from .ready import ReadyQueues
 from .shared import Selection
 from .selector import ModalitySelector
+from .tasks import InlineTasks, Tasks
 
 log = logging.getLogger("adaserve.planner.mosel")
 
@@ -58,14 +58,15 @@ class MoselScheduler(Scheduler):
     name = "mosel"
 
     def __init__(self, costs: SubsetCosts, matrix: StrategyMatrix | None, policy: str = "optimized", *,
-                 model: str = "", build: Callable[[], StrategyMatrix] | None = None, inline: bool = False,
+                 model: str = "", build: Callable[[], StrategyMatrix] | None = None, tasks: Tasks | None = None,
                  period_s: float = 0.02, solve_budget_s: float = 0.05, learn_rate: float = 0.2,
                  seed: int = 0) -> None:
         if matrix is None and build is None:
             raise ValueError("a strategy matrix, or a way to build one, is needed")
         self.model = model
         self.sel = Selection(costs, policy, seed=seed, solve_budget_s=solve_budget_s, learn_rate=learn_rate)
-        self.monitor = Monitor(f"mosel-monitor-{model}", inline=inline)
+        # Inline by default: a pure object. The live planner passes its monitor thread.
+        self.monitor: Tasks = tasks if tasks is not None else InlineTasks()
         # Keys of repeated job ids and the queues' tie-breaks need only be unique and increasing.
         self._seq = itertools.count(1)
         self.plans = PlannedJobs(self.sel, model)

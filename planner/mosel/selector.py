@@ -7,6 +7,12 @@ its deadline, raises accuracy again when there is spare time, and returns what c
 (the batch former) call :meth:`ModalitySelector.strategy` in O(1) at any time: ``replan`` computes
 without holding the lock and then applies only changes whose job is still queued and unchanged,
 so a job dispatched meanwhile keeps the strategy it was dispatched with.
+
+Where purity is bounded: ``replan`` takes ``now`` as data, but the optimized policy's integer
+program runs under a wall-clock budget (``solve_budget_s``, a number it is given), because a
+solver's time limit is wall time, and ``stats`` records each pass's wall time. The lock guards
+what the batch former reads while the monitor thread replans; with ``InlineTasks`` it is never
+contended.
 """
 
 from __future__ import annotations

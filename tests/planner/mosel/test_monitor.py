@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from adaserve.planner.mosel.monitor import Monitor
+from adaserve.planner.mosel.tasks import InlineTasks
 
 
 def test_one_task_at_a_time_and_results_in_order() -> None:
@@ -32,6 +33,7 @@ def test_a_failing_task_does_not_stop_the_monitor() -> None:
         m.close()
 
 
-def test_inline_runs_at_submission() -> None:
-    m = Monitor(inline=True)
-    assert m.submit(lambda: 7) and not m.busy and m.drain() == [7]
+def test_inline_tasks_run_at_submission_and_survive_a_failure() -> None:
+    m = InlineTasks()
+    assert m.inline and not Monitor().inline
+    assert m.submit(lambda: 7) and m.submit(lambda: 1 / 0) and m.drain() == [7] and m.drain() == []

@@ -16,6 +16,7 @@ from adaserve.planner.mosel.planned import PlannedJobs
 from adaserve.planner.mosel.ready import ReadyQueues
 from adaserve.planner.mosel.shared import Selection
 from adaserve.planner.mosel.selector import ModalitySelector
+from adaserve.planner.mosel.tasks import InlineTasks, Tasks
 
 
 PERIOD_S = 0.5
@@ -30,7 +31,7 @@ class Parts:
             self.sel.use(matrix)
         self.plans = PlannedJobs(self.sel, "av-digits")
         self.ready = ReadyQueues(self.sel, self.plans, itertools.count(1))
-        self.monitor = Monitor("test-monitor", inline=inline)
+        self.monitor: Tasks = InlineTasks() if inline else Monitor("test-monitor")
         self.passes = MonitorPasses(self.sel, self.plans, self.ready, self.monitor, model="av-digits",
                                     period_s=PERIOD_S)
 

@@ -12,6 +12,7 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.messages import Job, Request, Slo, Tensor
 from adaserve.planner.core import Decision, Feedback, Pending
 from adaserve.planner.mosel import StrategyMatrix
+from adaserve.planner.mosel.monitor import Monitor
 from adaserve.planner.mosel.scheduler import MoselScheduler
 from adaserve.planner.state import HeldJob
 
@@ -47,7 +48,7 @@ def drain(s: MoselScheduler, now: float = 0.0, max_size: int = 4) -> list[Decisi
 
 @pytest.fixture
 def sched(matrix: StrategyMatrix) -> MoselScheduler:
-    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", inline=True, learn_rate=0.0)
+    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", learn_rate=0.0)
     yield s
     s.close()
 
@@ -140,7 +141,7 @@ def test_a_job_larger_than_the_matrix_is_planned_in_parts(sched: MoselScheduler,
 
 
 def test_under_pressure_no_dispatch_before_the_monitor_has_seen_the_job(matrix: StrategyMatrix) -> None:
-    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", period_s=0.0)
+    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", period_s=0.0, tasks=Monitor("t"))
     try:
         hold = threading.Event()
         assert s.monitor.submit(hold.wait)  # the monitor is busy with something else
@@ -157,7 +158,7 @@ def test_under_pressure_no_dispatch_before_the_monitor_has_seen_the_job(matrix: 
 
 
 def test_without_pressure_a_job_needs_no_monitor_pass(matrix: StrategyMatrix) -> None:
-    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits")
+    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", tasks=Monitor("t"))
     try:
         hold = threading.Event()
         assert s.monitor.submit(hold.wait)  # a busy monitor does not hold back a job it cannot change
@@ -176,7 +177,7 @@ def test_jobs_run_at_their_richest_subset_while_the_matrix_is_built(matrix: Stra
         release.wait(5)
         return matrix
 
-    s = MoselScheduler(matrix.costs, None, "random", model="av-digits", build=build)
+    s = MoselScheduler(matrix.costs, None, "random", model="av-digits", build=build, tasks=Monitor("t"))
     try:
         held = add(s, "early", 4, 0.62, 100.0)
         d = s.next_batch(0.0, 4)
@@ -191,7 +192,7 @@ def test_jobs_run_at_their_richest_subset_while_the_matrix_is_built(matrix: Stra
 
 
 def test_feedback_corrects_the_profile_and_clears_the_backlog(matrix: StrategyMatrix) -> None:
-    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", inline=True, learn_rate=0.5)
+    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", learn_rate=0.5)
     add(s, "a", 4, 0.62, 100.0)
     d = s.next_batch(0.0, 4)
     assert s.ready.backlog_s(0.0) == pytest.approx(d.predicted_s)
