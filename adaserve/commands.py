@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -21,7 +21,8 @@ def up(
     gpu: bool | None = typer.Option(None, "--gpu/--no-gpu", help="Start a GPU worker (default: when a GPU is visible)."),
     policy: str = typer.Option("orloj", help="Planner policy: orloj, edf, fifo, clipper, nexus, clockwork."),
     slots: int = typer.Option(2, min=1, help="Batches each worker accepts at once."),
-    split: Optional[list[str]] = typer.Option(None, "--split", help="Planner split placement MODEL=FIRST:SECOND, e.g. effnet-lite0=gpu:cpu (repeatable)."),
+    split: list[str] | None = typer.Option(None, "--split", help="Planner split placement MODEL=FIRST:SECOND, e.g. "
+                                                                 "effnet-lite0=gpu:cpu (repeatable)."),
     modality: str = typer.Option("optimized", help="MOSEL modality policy for av-digits: optimized, random, aggressive, none."),
 ) -> None:
     """Start the pipeline (embedded server unless ADASERVE_REDIS_URL is set) until Ctrl-C or SIGTERM."""
@@ -48,7 +49,7 @@ def up(
         err.print("stopping…")
 
 
-def _announce(stack: "Stack") -> None:
+def _announce(stack: Stack) -> None:
     url = stack.settings.redis_url
     if stack.embedded:
         err.print(f"[yellow]embedded server[/] at {url} (data in {stack.settings.data_dir / 'server'}, AOF on). "
@@ -70,8 +71,8 @@ def demo(
 ) -> None:
     """Start the pipeline, drive real held-out jobs through it, and report (last line: JSON)."""
     from adaserve.broker import ConfigError
-    from adaserve.planner.policies import POLICIES
     from adaserve.loadgen import load_options
+    from adaserve.planner.policies import POLICIES
 
     policies = [p.strip() for p in policy.split(",") if p.strip()]
     bad = [p for p in policies if p not in POLICIES]
@@ -92,7 +93,7 @@ def demo(
     print(json.dumps(report))
 
 
-def _demo_run(opts: "LoadOptions", policy: str, workers: int, modality: str = "optimized") -> dict[str, object]:
+def _demo_run(opts: LoadOptions, policy: str, workers: int, modality: str = "optimized") -> dict[str, object]:
     """One fresh pipeline with ``policy``, the load, and the producer's and telemetry's counts."""
     from adaserve.broker import connect, load_settings
     from adaserve.loadgen import run_load

@@ -46,7 +46,7 @@ class EmbeddedServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout_s: float = 10.0) -> "EmbeddedServer":
+    def start(self, timeout_s: float = 10.0) -> EmbeddedServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
@@ -84,7 +84,7 @@ class EmbeddedServer:
             self._proc.kill()
             self._proc.wait(5)
 
-    def __enter__(self) -> "EmbeddedServer":
+    def __enter__(self) -> EmbeddedServer:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

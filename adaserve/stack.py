@@ -48,7 +48,7 @@ class Stack:
     def embedded(self) -> bool:
         return self.server is not None
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         if not self.settings.redis_url:
             self.server = EmbeddedServer(self.server_dir, persist=self.persist).start()
             self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
@@ -83,7 +83,7 @@ class Stack:
         self._spawn("planner", self._planner_args(), self._env)
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
-        out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child for its life
+        out = open(self.log_dir / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "adaserve", *args], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.children.append((name, proc))
@@ -127,14 +127,14 @@ class Stack:
             self.server.stop()
             self.server = None
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
 
-def _stop(proc: "subprocess.Popen[bytes]", timeout_s: float) -> None:
+def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
     try:
@@ -149,7 +149,7 @@ def _has_models(raw: bytes) -> bool:
 
     try:
         return bool(msgpack.unpackb(raw, raw=False).get("models"))
-    except Exception:  # noqa: BLE001 - a half-written entry means "not ready yet"
+    except Exception:
         return False
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from adaserve.workers.runtime.base import RunOutput, Runner
+from adaserve.workers.runtime.base import Runner, RunOutput
 
 if TYPE_CHECKING:
     from adaserve.profiling.data import Validation
@@ -53,11 +53,11 @@ def load_target(model: str, variant: str, data_dir: Path, gpu: bool) -> Target:
     return Target(model, variant, kind, runners)
 
 
-def validation_for(target: Target, most: int, data_dir: Path) -> "Validation":
+def validation_for(target: Target, most: int, data_dir: Path) -> Validation:
     """Up to ``most`` real validation inputs of the variant, made once (part 2 gets part 1's real
     outputs, so a part-1 runner is loaded for it); ``.batch(b)`` cuts each batch from them."""
-    from adaserve.profiling.data import validation
     from adaserve.models.registry import load_info
+    from adaserve.profiling.data import validation
     from adaserve.workers.runtime import load_runner
 
     info = load_info(target.model, data_dir)[1]

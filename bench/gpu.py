@@ -22,7 +22,8 @@ DEFAULT_MODELS = "fsdd-cnn,av-digits,ee-audio,effnet-lite0,ee-lm-s"
 def _targets(models: list[str], data_dir: Path, progress: Any) -> list[tuple[str, str]]:
     """The variants to measure: every one, except the fixed exits of an early-exit model (its
     ``default`` runs them as traffic does) and the middle depths of a language model."""
-    from adaserve.bench.serving_split import MODEL as EFFNET, ensure_built
+    from adaserve.bench.serving_split import MODEL as EFFNET
+    from adaserve.bench.serving_split import ensure_built
     from adaserve.broker.errors import ModelNotFound
     from adaserve.models.registry import load_info
 

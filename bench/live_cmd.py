@@ -41,7 +41,8 @@ def register(bench_app: typer.Typer) -> None:
         repeats: int = typer.Option(3, min=1, help="Runs per cell (seeds 0..repeats-1, the same for every policy)."),
         duration: float = typer.Option(5.0, "--duration", min=1.0, help="Seconds of load per run."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
-        persist: bool = typer.Option(False, "--persist/--no-persist", help="The embedded server's AOF, as `adaserve up` runs it (off: its rewrites are noise here)."),
+        persist: bool = typer.Option(False, "--persist/--no-persist", help="The embedded server's AOF, as `adaserve "
+                                                                           "up` runs it (off: its rewrites are noise here)."),
     ) -> None:
         """Policies on the live pipeline, per model, load and deadline, with the calibrated simulator's prediction."""
         from rich.console import Console

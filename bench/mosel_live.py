@@ -114,7 +114,8 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
         correct, predicted = correct + hits, predicted + len(done)
         below_measured += hits / len(done) < job.floor
     jct = [r.latency_ms for r in results if r.completed]
-    pct = (lambda xs, q: float(np.percentile(xs, q)) if xs else None)
+    def pct(xs, q):
+        return (float(np.percentile(xs, q)) if xs else None)
     return {
         "jobs": n, "results": len(results), "deadline_met": len(met),
         "slo_violation_ratio": 1.0 - len(met) / n if n else None,
@@ -141,7 +142,7 @@ def replanned(settings: Any, since_ms: float) -> int:
         for _, f in r.xrange(Keys(settings.namespace).telemetry, min=f"{int(since_ms)}"):
             try:
                 n += getattr(decode(f[b"m"]), "event", "") == "planner.replanned"
-            except Exception:  # noqa: BLE001 - a foreign entry is not ours to count
+            except Exception:
                 continue
         return n
     finally:

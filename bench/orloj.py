@@ -54,7 +54,8 @@ def register(bench_app: typer.Typer) -> None:
     def orloj_cmd(
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
         requests: int = typer.Option(4000, min=100, help="Requests per simulated run."),
-        seeds: int = typer.Option(8, min=1, help="Runs per cell (different arrivals and execution times); 8 give McNemar the power to separate leads of 0.2 points."),
+        seeds: int = typer.Option(8, min=1, help="Runs per cell (different arrivals and execution times); 8 give "
+                                                 "McNemar the power to separate leads of 0.2 points."),
         jobs: int = typer.Option(2, min=1, help="Worker processes."),
         arrivals: str = typer.Option("trace", help="Arrival pattern: trace (Azure, scaled), poisson, constant, bursty."),
         workloads: str = typer.Option("", help="Comma-separated case IDs (default: all of the table)."),
@@ -68,7 +69,7 @@ def register(bench_app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
-        from adaserve.planner.sim.table import TABLE_POLICIES, SLOS, WORKLOADS, compare, run_table
+        from adaserve.planner.sim.table import SLOS, TABLE_POLICIES, WORKLOADS, compare, run_table
 
         wl = [w for w in workloads.split(",") if w] or list(WORKLOADS)
         pols = [p for p in policies.split(",") if p] or list(TABLE_POLICIES)

@@ -75,8 +75,11 @@ def serving(
     models: str = typer.Option("ee-lm-xs,ee-lm-s", help="Language models of the generation section."),
     new_tokens: int = typer.Option(16, min=1, max=64, help="Tokens generated per prompt."),
     only: str = typer.Option("generation,split", help="Sections to run: generation, split or both."),
-    split_pools: str = typer.Option("cpu:cpu2", "--split-pools", help="FIRST:SECOND pools of the split section; gpu:cpu on a GPU host (pools named gpu* get a GPU worker)."),
-    wire_dtype: str = typer.Option("float32", "--wire-dtype", help="dtype the split section's jobs carry their photos in: float32 or float16 (half the bytes)."),
+    split_pools: str = typer.Option("cpu:cpu2", "--split-pools", help="FIRST:SECOND pools of the split section; "
+                                                                      "gpu:cpu on a GPU host (pools named gpu* get a "
+                                                                      "GPU worker)."),
+    wire_dtype: str = typer.Option("float32", "--wire-dtype", help="dtype the split section's jobs carry their photos "
+                                                                   "in: float32 or float16 (half the bytes)."),
 ) -> None:
     """Latency of generation jobs and of a split model through the pipeline vs the runners direct."""
     from rich.console import Console

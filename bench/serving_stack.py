@@ -45,7 +45,7 @@ class BenchStack(Stack):
                 args[args.index("--pool") + 1] = self.pool
         super()._spawn(name, args, env)
 
-    def start(self) -> "BenchStack":
+    def start(self) -> BenchStack:
         super().start()
         try:
             for pool in self.extra_pools:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from adaserve.broker.errors import AdaserveError
@@ -19,13 +17,13 @@ def produce(
     deadline_ms: float = typer.Option(200.0, help="Job deadline, ms after submission."),
     min_accuracy: float = typer.Option(0.0, help="Accuracy floor of each job (0-1)."),
     app: str = typer.Option("default", help="Application name the jobs carry."),
-    run: Optional[str] = typer.Option(None, help="Run id tag (Job.run); a fresh one by default."),
+    run: str | None = typer.Option(None, help="Run id tag (Job.run); a fresh one by default."),
     pattern: str = typer.Option("poisson", help="Arrival process: constant, poisson or trace."),
     trace: str = typer.Option("conv", help="Trace replayed by --pattern trace: conv or code."),
     seed: int = typer.Option(0, help="Seed of the arrivals and of the input sample."),
     grace: float = typer.Option(10.0, help="Seconds to wait for stragglers after the last send."),
     kind: str = typer.Option("auto", help="Request kind: auto (generate for language models), forward or generate."),
-    max_new_tokens: Optional[int] = typer.Option(None, help="Tokens each generation request asks for (default: the model's)."),
+    max_new_tokens: int | None = typer.Option(None, help="Tokens each generation request asks for (default: the model's)."),
     temperature: float = typer.Option(0.0, help="Sampling temperature of generation requests (0: greedy)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (stderr)."),

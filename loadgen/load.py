@@ -54,7 +54,7 @@ class LoadOptions(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=10.0)
 
     @model_validator(mode="after")
-    def _known(self) -> "LoadOptions":
+    def _known(self) -> LoadOptions:
         if self.pattern not in PATTERNS:
             raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}")
         if self.trace not in TRACES:
@@ -168,7 +168,7 @@ class _Bar:
         self._p.update(self._sent, completed=sent)
         self._p.update(self._recv, completed=received)
 
-    def __enter__(self) -> "_Bar":
+    def __enter__(self) -> _Bar:
         self._p.start()
         return self
 

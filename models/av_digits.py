@@ -103,7 +103,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
     start = time.perf_counter()
     for name, names in SUBSETS.items():
         wrapper = _Subset(model, names)
-        logits = training.predict(lambda b: wrapper(*(b[k] for k in names)),
+        logits = training.predict(lambda b, wrapper=wrapper, names=names: wrapper(*(b[k] for k in names)),
                                   {k: feeds[k] for k in names})
         acc = training.accuracy(logits, test.labels)
         metrics[f"test_accuracy_{name}"] = acc
@@ -119,10 +119,10 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
         description="noisy spoken digit (log-mel CNN) + noisy handwritten digit (MLP), additive "
                     "fusion trained with random modality dropout; one ONNX per modality subset",
         labels=[str(d) for d in range(10)], default_variant="audio+image", variants=variants,
-        train={"seed": seed, "tiny": tiny, "epochs": epochs, "samples": int(len(y)),
+        train={"seed": seed, "tiny": tiny, "epochs": epochs, "samples": len(y),
                "modality_dropout": DROPOUT_P, "audio_noise_db": datasets.AUDIO_NOISE_DB,
                "image_noise_sigma": datasets.IMAGE_NOISE, "seconds": round(fit["seconds"], 2),
                "export_seconds": round(time.perf_counter() - start, 2),
                "metrics": {"train_loss": round(fit["loss"], 4), **metrics,
-                           "test_samples": int(len(test.labels))}},
+                           "test_samples": len(test.labels)}},
         versions=training.versions(), source=SOURCE)

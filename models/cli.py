@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -29,10 +29,10 @@ def _data_dir() -> Path:
 
 @models_app.command("build")
 def build_cmd(
-    only: Annotated[Optional[list[str]], typer.Option("--only", help="Model to build (repeatable).")] = None,
+    only: Annotated[list[str] | None, typer.Option("--only", help="Model to build (repeatable).")] = None,
     tiny: Annotated[bool, typer.Option("--tiny", help="Few epochs on a data subset (CI).")] = False,
     seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 0,
-    out: Annotated[Optional[Path], typer.Option(help="Write <out>/<name>/ instead of the data dir "
+    out: Annotated[Path | None, typer.Option(help="Write <out>/<name>/ instead of the data dir "
                                                      "(e.g. models/zoo to refresh the shipped copies).")] = None,
 ) -> None:
     """Train and export models (all of them unless --only), with a manifest each."""

@@ -134,11 +134,11 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
         description="3-stage CNN on FSDD log-mel with an exit head after each stage; one ONNX "
                     "per stage so that confident requests skip the later stages",
         labels=[str(d) for d in range(10)], default_variant="default", variants=variants,
-        train={"seed": seed, "tiny": tiny, "epochs": epochs, "samples": int(len(y)),
+        train={"seed": seed, "tiny": tiny, "epochs": epochs, "samples": len(y),
                "seconds": round(fit["seconds"], 2),
                "export_seconds": round(time.perf_counter() - start, 2),
                "metrics": {"train_loss": round(fit["loss"], 4),
                            **{f"test_accuracy_exit{k + 1}": a for k, a in enumerate(per_exit)},
                            "test_accuracy_dynamic": dynamic_acc, "exit_fractions": fractions,
-                           "threshold": THRESHOLD, "test_samples": int(len(test.labels))}},
+                           "threshold": THRESHOLD, "test_samples": len(test.labels)}},
         versions=training.versions(), source=SOURCE)

@@ -58,9 +58,9 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
         name=NAME, family="fsdd-cnn", task="spoken-digit classification",
         description="3-block CNN on 32x32 log-mel spectrograms of FSDD recordings",
         labels=[str(d) for d in range(10)], default_variant="default", variants=[variant],
-        train={"seed": seed, "tiny": tiny, "epochs": epochs, "samples": int(len(y)),
+        train={"seed": seed, "tiny": tiny, "epochs": epochs, "samples": len(y),
                "seconds": round(fit["seconds"], 2),
                "export_seconds": round(time.perf_counter() - start, 2),
                "metrics": {"train_loss": round(fit["loss"], 4), "train_accuracy": train_acc,
-                           "test_accuracy": test_acc, "test_samples": int(len(test.labels))}},
+                           "test_accuracy": test_acc, "test_samples": len(test.labels)}},
         versions=training.versions(), source=SOURCE)

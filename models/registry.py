@@ -17,7 +17,11 @@ from rich.progress import Progress
 
 from adaserve.broker.errors import ModelNotFound
 from adaserve.models.manifest import (
-    MANIFEST, ModelInfo, artifact_hashes, read_manifest, write_manifest,
+    MANIFEST,
+    ModelInfo,
+    artifact_hashes,
+    read_manifest,
+    write_manifest,
 )
 
 Builder = Callable[..., ModelInfo]

@@ -36,7 +36,7 @@ class Vocabulary:
         self._index = {c: i for i, c in enumerate(self.chars)}
 
     @classmethod
-    def of(cls, model: str, data_dir: Path | None = None) -> "Vocabulary":
+    def of(cls, model: str, data_dir: Path | None = None) -> Vocabulary:
         """The vocabulary of ``model`` as built in ``data_dir`` (default: the settings'), or as shipped."""
         _, info = load_info(model, data_dir if data_dir is not None else load_settings().data_dir)
         if not info.labels or info.task != "text-generation":

@@ -7,8 +7,8 @@ with a virtual clock. Policies by name come from ``make_scheduler``.
 
 from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
 from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
-from adaserve.planner.placement import Split, parse_split, place
 from adaserve.planner.mosel.shell import make_modality_scheduler
+from adaserve.planner.placement import Split, parse_split, place
 from adaserve.planner.policies import POLICIES, make_scheduler
 from adaserve.planner.service import Planner
 

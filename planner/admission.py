@@ -19,7 +19,7 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
 
 def reject(
-    pipe: "redis.client.Pipeline[bytes]", keys: Keys, settings: Settings, *, entry_id: str, entry_ms: float,
+    pipe: redis.client.Pipeline[bytes], keys: Keys, settings: Settings, *, entry_id: str, entry_ms: float,
     raw: bytes | None, error: InvalidMessage, now_ms: float,
 ) -> None:
     """Queue on ``pipe`` everything a rejection writes (the caller acks and executes)."""

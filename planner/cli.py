@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from adaserve.planner.sim import cli as sim_cli
@@ -13,7 +11,7 @@ def planner(
     policy: str = typer.Option("orloj", help="Batching policy: orloj, edf, fifo, clipper, nexus, clockwork."),
     max_batch: int = typer.Option(32, min=1, max=1024, help="Largest batch the planner forms."),
     name: str = typer.Option("", help="Consumer name in the planners group (default: host-pid)."),
-    split: Optional[list[str]] = typer.Option(
+    split: list[str] | None = typer.Option(
         None, "--split", help="MODEL=FIRST:SECOND: batches of MODEL sent to pool FIRST run its part 1 there and "
                               "part 2 on pool SECOND (e.g. effnet-lite0=gpu:cpu). Repeatable."),
     modality: str = typer.Option(

@@ -115,11 +115,11 @@ class Scheduler(ABC):
     def __len__(self) -> int: ...
 
     # -- optional capabilities ------------------------------------------------------------------
-    def check_job(self, job: Job) -> None:
+    def check_job(self, job: Job) -> None:  # noqa: B027 - optional, the default admits
         """Admission of a whole job before its requests are added: raise ``InvalidMessage`` to
         reject it (MOSEL: the job's accuracy floor is out of reach). Default: admit."""
 
-    def add_sample(self, app: str, seconds: float) -> None:
+    def add_sample(self, app: str, seconds: float) -> None:  # noqa: B027 - optional, the default ignores
         """A request's execution time measured alone (with ``takes_samples``). Default: ignore."""
 
     def drain_events(self) -> list[tuple[str, dict[str, object]]]:
@@ -127,5 +127,5 @@ class Scheduler(ABC):
         the live planner to publish. Default: none."""
         return []
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional, nothing to release by default
         """Release what the policy holds beyond its own state. Default: nothing to release."""

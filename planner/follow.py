@@ -65,7 +65,7 @@ class _Unheard:
 class Follower:
     """Pools, in-flight batches and per-pool queueing delay, kept current from the server."""
 
-    def __init__(self, r: "redis.Redis[bytes]", keys: Keys, worker_ttl_s: float) -> None:
+    def __init__(self, r: redis.Redis[bytes], keys: Keys, worker_ttl_s: float) -> None:
         self.r, self.keys = r, keys
         self.pools = Pools(worker_ttl_s)
         self.inflight = Inflight()

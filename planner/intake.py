@@ -32,13 +32,13 @@ class Intake:
     """``check`` is the planner's own say on a job that passed validation (MOSEL: can its accuracy
     floor be reached); it raises ``InvalidMessage`` to reject, like the validation before it."""
 
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, limits: Limits, fin: Finalizer, *,
+    def __init__(self, r: redis.Redis[bytes], settings: Settings, limits: Limits, fin: Finalizer, *,
                  check: Callable[[Job], None] | None = None) -> None:
         self.r, self.settings, self.limits, self.fin = r, settings, limits, fin
         self.check = check
         self.keys = Keys(settings.namespace)
 
-    def admit(self, entries: Sequence[Entry], pools: Pools, pipe: "redis.client.Pipeline[bytes]",
+    def admit(self, entries: Sequence[Entry], pools: Pools, pipe: redis.client.Pipeline[bytes],
               now_ms: float) -> list[Admitted]:
         valid: list[tuple[Entry, Job]] = []
         for e in entries:
@@ -90,6 +90,6 @@ class Intake:
             rows = p.execute()
         return {job.id: {f.decode()[2:] for f in fields if f.startswith(b"d:")} for job, fields in zip(jobs, rows)}
 
-    def _reject(self, pipe: "redis.client.Pipeline[bytes]", e: Entry, error: InvalidMessage, now_ms: float) -> None:
+    def _reject(self, pipe: redis.client.Pipeline[bytes], e: Entry, error: InvalidMessage, now_ms: float) -> None:
         reject(pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=error, now_ms=now_ms)
         pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)

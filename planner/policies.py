@@ -9,7 +9,8 @@ prior and learn from ``observe``.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.profiles import Profile

@@ -9,7 +9,13 @@ Importing this package does not import torch or onnxruntime.
 from adaserve.profiling.measure import MeasureConfig, measure_variant, time_runs
 from adaserve.profiling.run import measure_model_variant, profile_model
 from adaserve.profiling.store import (
-    load, load_file, merge, merge_into_redis, profile_path, save_file, stored_models,
+    load,
+    load_file,
+    merge,
+    merge_into_redis,
+    profile_path,
+    save_file,
+    stored_models,
 )
 
 __all__ = [

@@ -116,8 +116,8 @@ def _targets(model: str, variants: list[str], data_dir: Path) -> list[tuple[str,
     return targets
 
 
-def _run_local(settings: "Settings", targets: list[tuple[str, str]], device: str,
-               cfg: "MeasureConfig") -> None:
+def _run_local(settings: Settings, targets: list[tuple[str, str]], device: str,
+               cfg: MeasureConfig) -> None:
     from rich.console import Console
     from rich.progress import Progress
 
@@ -142,7 +142,7 @@ def _run_local(settings: "Settings", targets: list[tuple[str, str]], device: str
     Console().print(f"profiles written under {path.parent}")
 
 
-def _follow(settings: "Settings", jobs: "list[Job]") -> None:
+def _follow(settings: Settings, jobs: list[Job]) -> None:
     """Progress bars from each job's meta until every job has finished or failed."""
     import time
 
@@ -224,7 +224,7 @@ def show(
     Console(stderr=True).print(f"plot written to {plot(profiles, target)}")
 
 
-def _maybe_redis(settings: "Settings") -> "tuple[redis.Redis[bytes] | None, Keys | None]":
+def _maybe_redis(settings: Settings) -> tuple[redis.Redis[bytes] | None, Keys | None]:
     if not settings.redis_url:
         return None, None
     from adaserve.broker import Keys, connect

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from adaserve.models.manifest import ModelInfo, VariantInfo
-from adaserve.workers.runtime.base import RunOutput, Runner
+from adaserve.workers.runtime.base import Runner, RunOutput
 
 RunnerFactory = Callable[[str], Runner]  # variant name -> runner on the profiled device
 

@@ -29,17 +29,17 @@ WORKER_TTL_S = 420
 _BLOCKING_MS = (WORKER_TTL_S + 60) * 1000
 
 
-def rq_connection(settings: Settings) -> "redis.Redis[bytes]":
+def rq_connection(settings: Settings) -> redis.Redis[bytes]:
     return connect(settings, block_ms=_BLOCKING_MS)
 
 
-def queue(settings: Settings, connection: "redis.Redis[bytes]" | None = None) -> Queue:
+def queue(settings: Settings, connection: redis.Redis[bytes] | None = None) -> Queue:
     conn = connection or rq_connection(settings)
     return Queue(Keys(settings.namespace).rq_queue, connection=conn, serializer=JSONSerializer)
 
 
 def enqueue(settings: Settings, targets: list[tuple[str, str]], device: str, cfg: MeasureConfig,
-            connection: "redis.Redis[bytes]" | None = None) -> list[Job]:
+            connection: redis.Redis[bytes] | None = None) -> list[Job]:
     """One job per (model, variant) on ``device``; arguments are plain JSON values."""
     q = queue(settings, connection)
     jobs = []

@@ -45,7 +45,7 @@ class MeasureConfig:
             raise InvalidArgument("repeats, quality_samples and hist_samples must be >= 1, warmup >= 0")
 
     @classmethod
-    def tiny(cls) -> "MeasureConfig":
+    def tiny(cls) -> MeasureConfig:
         return cls(TINY_BATCH_SIZES, repeats=3, warmup=1, quality_samples=16, hist_samples=16, hist_bins=8)
 
 

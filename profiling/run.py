@@ -10,9 +10,9 @@ from pathlib import Path
 
 from adaserve.broker.profiles import Profile
 from adaserve.models.manifest import ModelInfo
+from adaserve.models.registry import load_info
 from adaserve.profiling.measure import MeasureConfig, Progress, measure_variant
 from adaserve.profiling.store import merge
-from adaserve.models.registry import load_info
 from adaserve.workers.runtime.base import Runner
 
 

@@ -33,12 +33,12 @@ def merge(base: Profile | None, new: Profile) -> Profile:
     )
 
 
-def load(r: "redis.Redis[bytes]", keys: Keys, model: str) -> Profile | None:
+def load(r: redis.Redis[bytes], keys: Keys, model: str) -> Profile | None:
     raw = r.get(keys.profile(model))
     return Profile.from_json(raw) if raw else None
 
 
-def merge_into_redis(r: "redis.Redis[bytes]", keys: Keys, new: Profile, attempts: int = 50) -> Profile:
+def merge_into_redis(r: redis.Redis[bytes], keys: Keys, new: Profile, attempts: int = 50) -> Profile:
     """Merge ``new`` into the stored profile atomically; returns the stored result."""
     key = keys.profile(new.model)
     for _ in range(attempts):
@@ -71,7 +71,7 @@ def load_file(data_dir: Path, model: str) -> Profile | None:
     return Profile.from_json(path.read_text()) if path.is_file() else None
 
 
-def stored_models(r: "redis.Redis[bytes]", keys: Keys, data_dir: Path) -> list[str]:
+def stored_models(r: redis.Redis[bytes], keys: Keys, data_dir: Path) -> list[str]:
     """Models with a profile in Redis or in the data directory."""
     prefix = keys.profile("")
     names = {k.decode()[len(prefix):] for k in r.scan_iter(match=prefix + "*", count=500)}

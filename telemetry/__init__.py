@@ -1,8 +1,7 @@
 """Telemetry: reading the event stream (tail, follow), aggregating it (stats), dead letters."""
 
 from adaserve.telemetry.dead import DeadLetter, dead_count, read_dead
-from adaserve.telemetry.reader import (EventFilter, Received, TelemetryReader, attribute_values, parse_types,
-                                       run_events)
+from adaserve.telemetry.reader import EventFilter, Received, TelemetryReader, attribute_values, parse_types, run_events
 from adaserve.telemetry.stats import Counts, PoolStats, Stats, aggregate
 
 __all__ = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 import typer
 
@@ -23,9 +22,9 @@ def parse_window(text: str) -> float:
 
 
 def tail(
-    type_: Optional[list[str]] = typer.Option(None, "--type", "-t", help="Event type or glob (job.*); repeatable."),
-    app: Optional[str] = typer.Option(None, help="Only events of this app."),
-    run: Optional[str] = typer.Option(None, help="Only events of this run id."),
+    type_: list[str] | None = typer.Option(None, "--type", "-t", help="Event type or glob (job.*); repeatable."),
+    app: str | None = typer.Option(None, help="Only events of this app."),
+    run: str | None = typer.Option(None, help="Only events of this run id."),
     follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep printing new events."),
     count: int = typer.Option(10, "--count", "-n", help="Recent events to print first."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per event."),
@@ -57,7 +56,7 @@ def tail(
 
 def stats(
     window: str = typer.Option("60s", "--window", "--since", help="Time window back from now (60s, 5m, 1h)."),
-    run: Optional[str] = typer.Option(None, help="Aggregate one run id instead of a window."),
+    run: str | None = typer.Option(None, help="Aggregate one run id instead of a window."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Finish rate, SLO violations, latency and throughput, per app and per pool."""

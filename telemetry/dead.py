@@ -32,7 +32,7 @@ def _t(fields: dict[Any, Any], name: str) -> str:
     return val.decode("utf-8", "replace") if isinstance(val, bytes) else str(val)
 
 
-def read_dead(r: "redis.Redis[bytes]", settings: Settings, count: int = 20) -> list[DeadLetter]:
+def read_dead(r: redis.Redis[bytes], settings: Settings, count: int = 20) -> list[DeadLetter]:
     """The ``count`` most recent dead letters, newest first."""
     rows = r.xrevrange(Keys(settings.namespace).dead, count=max(1, count))
     out = []
@@ -43,12 +43,13 @@ def read_dead(r: "redis.Redis[bytes]", settings: Settings, count: int = 20) -> l
         ids = peek(raw) if raw else {}
         ts = _t(fields, "ts")
         out.append(DeadLetter(
-            id=mid.decode() if isinstance(mid, bytes) else str(mid), ts=int(ts) if ts.isdigit() else 0, reason=_t(fields, "reason"),
+            id=mid.decode() if isinstance(mid, bytes) else str(mid), ts=int(ts) if ts.isdigit() else 0,
+            reason=_t(fields, "reason"),
             detail=_t(fields, "detail"), source=_t(fields, "source"), entry=_t(fields, "entry"),
             raw_bytes=len(raw), job_id=ids.get("id", ""), app=ids.get("app", ""), reply_to=ids.get("reply_to", ""),
         ))
     return out
 
 
-def dead_count(r: "redis.Redis[bytes]", settings: Settings) -> int:
+def dead_count(r: redis.Redis[bytes], settings: Settings) -> int:
     return int(r.xlen(Keys(settings.namespace).dead))

@@ -64,7 +64,7 @@ class Received:
 
 
 class TelemetryReader:
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings) -> None:
+    def __init__(self, r: redis.Redis[bytes], settings: Settings) -> None:
         self._r = r
         self.stream = Keys(settings.namespace).telemetry
         self.undecodable = 0
@@ -165,7 +165,7 @@ def parse_types(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def run_events(reader: "TelemetryReader", run: str, *, since_ms: int | None = None) -> list[Event]:
+def run_events(reader: TelemetryReader, run: str, *, since_ms: int | None = None) -> list[Event]:
     """Every event of one run (``LoadOptions.run``): its jobs' and requests' events, and the
     dispatch of each batch that served them (``batch.dispatched`` names no run)."""
     evs = [x.event for x in reader.history(since_ms=since_ms)]

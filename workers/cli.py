@@ -11,20 +11,24 @@ def register(app: typer.Typer) -> None:
 
 
 def worker(
-    pool: str = typer.Option("cpu", "--pool", help="Pool to serve: its batch stream and consumer group (cpu, gpu, or any name, e.g. a second CPU pool for split placement)."),
+    pool: str = typer.Option("cpu", "--pool", help="Pool to serve: its batch stream and consumer group (cpu, gpu, or "
+                                                   "any name, e.g. a second CPU pool for split placement)."),
     device: str = typer.Option("", "--device", help="cpu or gpu (default: gpu for pools named gpu*, else cpu)."),
     slots: int = typer.Option(2, "--slots", min=1, help="Batches held at once (one running, the rest prefetched)."),
-    models: str = typer.Option("", "--models", help="Comma-separated models to preload and advertise (default: every built model)."),
+    models: str = typer.Option("", "--models", help="Comma-separated models to preload and advertise (default: every "
+                                                    "built model)."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per model session (0: the runtime's default)."),
     name: str = typer.Option("", "--name", help="Worker id and consumer name (default: pool-host-pid-random)."),
-    io_binding: bool = typer.Option(False, "--io-binding/--no-io-binding", help="GPU: run ONNX sessions through IO binding with kept device buffers (off: slower for small models, see `adaserve bench gpu`)."),
+    io_binding: bool = typer.Option(False, "--io-binding/--no-io-binding", help="GPU: run ONNX sessions through IO "
+                                                                                "binding with kept device buffers (off: "
+                                                                                "slower for small models, see `adaserve "
+                                                                                "bench gpu`)."),
     log_level: str = typer.Option("INFO", "--log-level", help="Logging level."),
 ) -> None:
     """Serve batches of one pool until SIGTERM or Ctrl-C, then finish the batches in hand and exit."""
+    import redis
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn
-
-    import redis
 
     from adaserve.broker import AdaserveError, Settings, load_settings
     from adaserve.process import setup_logging, stop_on_signals

@@ -15,13 +15,13 @@ from typing import Any, Literal
 
 import numpy as np
 
+from adaserve.broker.clock import ServerClock
 from adaserve.broker.errors import InvalidMessage, ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch
-from adaserve.broker.clock import ServerClock
 from adaserve.workers.generate import Prompt, pack, prompt_of
 from adaserve.workers.inputs import InputError, Signature, gather, signature, targets
 from adaserve.workers.runners import RunnerCache
-from adaserve.workers.runtime.base import GenerativeRunner, RunOutput, Runner
+from adaserve.workers.runtime.base import GenerativeRunner, Runner, RunOutput
 
 # Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
 # InvalidArgument among them); anything else is the runtime's own fault.
@@ -150,7 +150,7 @@ class Executor:
             out = runner.run(arrays)
             dt = time.perf_counter() - t0
             split = self._split(out, len(idx), dt, keep) if prompts is None else _generated(out, prompts, dt)
-        except Exception as exc:  # noqa: BLE001 - the worker must survive whatever the runtime raises
+        except Exception as exc:
             dt = time.perf_counter() - t0
             name = type(exc).__name__
             code = "bad_input" if isinstance(exc, InvalidMessage) or name in _INPUT_ERRORS else "runtime_error"

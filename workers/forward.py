@@ -86,7 +86,7 @@ def next_batches(batch: Batch, outcome: BatchOutcome, *, now_ms: float, limits: 
 
 
 class Forwarder:
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, fin: Finalizer, *, limits: Limits,
+    def __init__(self, r: redis.Redis[bytes], settings: Settings, fin: Finalizer, *, limits: Limits,
                  worker: str, pool: str, device: str) -> None:
         self._r, self._s, self._fin, self._limits = r, settings, fin, limits
         self._keys = Keys(settings.namespace)

@@ -19,7 +19,7 @@ def _nvml() -> Any | None:
 
         pynvml.nvmlInit()
         return pynvml
-    except Exception:  # noqa: BLE001 - any failure here means "no NVML", which is normal
+    except Exception:
         return None
 
 
@@ -44,13 +44,13 @@ class GpuMonitor:
         self.name = self._try(lambda: _text(nv.nvmlDeviceGetName(handle))) or "gpu"
 
     @classmethod
-    def open(cls) -> "GpuMonitor | None":
+    def open(cls) -> GpuMonitor | None:
         nv = _nvml()
         if nv is None:
             return None
         try:
             return cls(nv, _visible_handle(nv))
-        except Exception as exc:  # noqa: BLE001 - NVML present but no usable device
+        except Exception as exc:
             log.info("NVML present but no usable GPU: %s", exc)
             _shutdown(nv)
             return None
@@ -82,7 +82,7 @@ class GpuMonitor:
     def _try(fn: Any) -> Any:
         try:
             return fn()
-        except Exception:  # noqa: BLE001 - NVMLError_NotSupported and friends: figure absent
+        except Exception:
             return None
 
 
@@ -93,5 +93,5 @@ def _text(v: bytes | str) -> str:
 def _shutdown(nv: Any) -> None:
     try:
         nv.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - shutting down a half-initialised library
+    except Exception:
         pass

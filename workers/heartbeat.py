@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 import redis
 
+from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode
 from adaserve.broker.connection import connect
 from adaserve.broker.events import WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
-from adaserve.broker.clock import ServerClock
 from adaserve.workers.gpu import GpuMonitor
 from adaserve.workers.slots import Slots
 
@@ -44,7 +44,7 @@ class Heartbeat:
         self.draining = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._r: "redis.Redis[bytes]" = connect(settings, block_ms=0)
+        self._r: redis.Redis[bytes] = connect(settings, block_ms=0)
 
     def event(self) -> WorkerHeartbeat:
         return WorkerHeartbeat(
@@ -72,7 +72,7 @@ class Heartbeat:
         if self._renew(pipe):
             pipe.execute()
 
-    def _renew(self, pipe: "redis.client.Pipeline[bytes]") -> bool:
+    def _renew(self, pipe: redis.client.Pipeline[bytes]) -> bool:
         held = self._slots.ids()
         if held:
             pipe.xclaim(self._stream, self.pool, self.worker, 0, held, justid=True)
@@ -96,7 +96,7 @@ class Heartbeat:
                     self.renew()
             except redis.RedisError as exc:
                 log.warning("heartbeat failed: %s", exc)  # the next beat retries; a gap is tolerated
-            except Exception:  # noqa: BLE001 - the heartbeat thread must outlive any surprise
+            except Exception:
                 log.exception("heartbeat failed")
 
     def stop(self, *, goodbye: bool = True) -> None:

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import redis
 
+from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import decode
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.messages import Batch
 from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.streams import Entry, deliveries, ensure_group, read_group
-from adaserve.broker.clock import ServerClock
 from adaserve.workers.execute import BatchOutcome
 from adaserve.workers.publish import Publisher
 from adaserve.workers.reclaim import Reclaimer
@@ -37,9 +37,9 @@ class Reader:
     """Reads (and reclaims) no more batches than there are free slots, decodes them, queues them."""
 
     def __init__(
-        self, r: "redis.Redis[bytes]", settings: Settings, *, pool: str, worker: str, slots: Slots,
+        self, r: redis.Redis[bytes], settings: Settings, *, pool: str, worker: str, slots: Slots,
         limits: Limits, reclaimer: Reclaimer, clock: ServerClock,
-        todo: "queue.Queue[Work | None]", done: "queue.Queue[Work | None]",
+        todo: queue.Queue[Work | None], done: queue.Queue[Work | None],
     ) -> None:
         self._r = r
         self._s = settings
@@ -79,7 +79,7 @@ class Reader:
                         continue
                     log.warning("redis refused a read (%s); retrying in 1 s", exc)
                     stop.wait(1.0)
-                except Exception:  # noqa: BLE001 - the worker outlives surprises; they are logged
+                except Exception:
                     log.exception("unexpected error in the reader; retrying in 1 s")
                     stop.wait(1.0)
         finally:
@@ -119,7 +119,7 @@ class Reader:
         (self._done if work.reject else self._todo).put(work)
 
 
-def publish_loop(publisher: Publisher, slots: Slots, done: "queue.Queue[Work | None]") -> None:
+def publish_loop(publisher: Publisher, slots: Slots, done: queue.Queue[Work | None]) -> None:
     """Finish each batch (results + ack + event in one call) and free its slot."""
     while True:
         work = done.get()
@@ -127,7 +127,7 @@ def publish_loop(publisher: Publisher, slots: Slots, done: "queue.Queue[Work | N
             return
         try:
             _publish(publisher, work)
-        except Exception:  # noqa: BLE001 - the entry stays pending; a reclaim retries it later
+        except Exception:
             log.exception("could not finish batch entry %s", work.entry.id)
         finally:
             slots.release(work.entry.id)
@@ -144,7 +144,7 @@ def _publish(publisher: Publisher, work: Work) -> None:
             publisher.finish(work.entry, work.batch, work.outcome, work.deliveries)
         except (redis.ConnectionError, redis.TimeoutError):
             raise
-        except Exception as exc:  # noqa: BLE001 - results that cannot be built: fail them instead
+        except Exception as exc:
             log.exception("results of batch %s could not be published", work.batch.id)
             publisher.reject(work.entry, reason="runtime_error", detail=f"{type(exc).__name__}: {exc}",
                              batch=work.batch, deliveries=work.deliveries)

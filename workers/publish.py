@@ -15,16 +15,16 @@ from typing import TypeVar
 
 import redis
 
+from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode, unpack
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, RequestTiming
+from adaserve.broker.finalize import Ending, Finalizer, Packed
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Batch, Result
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import Entry, ack, dead_letter
-from adaserve.broker.clock import ServerClock
 from adaserve.workers.execute import BatchOutcome
-from adaserve.broker.finalize import Ending, Finalizer, Packed
 from adaserve.workers.forward import Forwarder
 from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, finished
 
@@ -34,7 +34,7 @@ _RETRY_S = (0.1, 0.5, 2.0)
 
 
 class Publisher:
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, *, worker: str, pool: str,
+    def __init__(self, r: redis.Redis[bytes], settings: Settings, *, worker: str, pool: str,
                  device: str, clock: ServerClock, limits: Limits | None = None) -> None:
         self._r = r
         self._s = settings

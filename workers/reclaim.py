@@ -49,7 +49,7 @@ class Claimed:
 
 
 class Reclaimer:
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, *, pool: str, worker: str) -> None:
+    def __init__(self, r: redis.Redis[bytes], settings: Settings, *, pool: str, worker: str) -> None:
         self._r = r
         self._s = settings
         self._keys = Keys(settings.namespace)
@@ -104,5 +104,5 @@ def _ts(raw: bytes) -> float | None:
         body = msgpack.unpackb(raw, raw=False)
         ts = body.get("ts") if isinstance(body, dict) else None
         return float(ts) if isinstance(ts, (int, float)) else None
-    except Exception:  # noqa: BLE001 - a foreign value in the hash is left alone
+    except Exception:
         return None

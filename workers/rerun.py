@@ -27,7 +27,7 @@ WINDOW_MS = 60_000
 SKEW_MS = 5_000  # the event's clock (the worker's) may run behind the server's
 
 
-def find_item(r: "redis.Redis[bytes]", namespace: str, pool: str, batch_id: str, request_id: str,
+def find_item(r: redis.Redis[bytes], namespace: str, pool: str, batch_id: str, request_id: str,
               finished_ms: float) -> BatchItem | None:
     """The batch item of ``request_id`` in ``batch_id``, if the batch is still in its stream."""
     stream = Keys(namespace).batches(pool)
@@ -45,7 +45,7 @@ def find_item(r: "redis.Redis[bytes]", namespace: str, pool: str, batch_id: str,
     return None
 
 
-def record(r: "redis.Redis[bytes]", namespace: str, model: str, app: str, seconds: float) -> None:
+def record(r: redis.Redis[bytes], namespace: str, model: str, app: str, seconds: float) -> None:
     key = Keys(namespace).orloj_samples(model)
     with r.pipeline(transaction=False) as p:
         p.rpush(key, json.dumps({"app": app, "exec_s": seconds}))

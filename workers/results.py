@@ -14,9 +14,9 @@ import msgpack
 
 from adaserve.broker.codec import encode
 from adaserve.broker.events import BatchDeadLettered
+from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import SCHEMA_VERSION, Batch, Result, Timings
 from adaserve.workers.execute import BatchOutcome, ItemOutcome
-from adaserve.broker.finalize import Packed
 
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 

@@ -88,7 +88,7 @@ class RunnerCache:
                 entry = Loaded.of(runner)
             except ModelNotFound as exc:
                 err: ModelNotFound | ModelLoadError = exc
-            except Exception as exc:  # noqa: BLE001 - any runtime failure to load is reported, not fatal
+            except Exception as exc:
                 err = ModelLoadError(f"{model}/{variant}: {type(exc).__name__}: {exc}")
             else:
                 self._runners[key] = entry

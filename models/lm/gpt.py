@@ -34,7 +34,7 @@ class GptConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GptConfig":
+    def from_dict(cls, d: dict[str, Any]) -> GptConfig:
         return cls(**{k: int(d[k]) for k in ("vocab_size", "block_size", "n_layer", "n_embd", "n_head")})
 
 

@@ -20,8 +20,24 @@ from adaserve.planner.mosel.synthetic import is_synthetic, synthetic_av_digits_p
 from adaserve.planner.mosel.workload import WorkloadSpec
 
 __all__ = [
-    "ACC_TOL", "MODALITY_POLICIES", "Change", "ModalitySelector", "Outcome", "QueueState", "QueuedJob",
-    "SelectorStats", "Strategy", "StrategyMatrix", "SubsetCosts", "build_matrix",
-    "cheapest_mix", "cheapest_row", "floor_grid", "is_synthetic", "matrix_path",
-    "simulate", "synthetic_av_digits_profile", "WorkloadSpec",
+    "ACC_TOL",
+    "MODALITY_POLICIES",
+    "Change",
+    "ModalitySelector",
+    "Outcome",
+    "QueueState",
+    "QueuedJob",
+    "SelectorStats",
+    "Strategy",
+    "StrategyMatrix",
+    "SubsetCosts",
+    "WorkloadSpec",
+    "build_matrix",
+    "cheapest_mix",
+    "cheapest_row",
+    "floor_grid",
+    "is_synthetic",
+    "matrix_path",
+    "simulate",
+    "synthetic_av_digits_profile",
 ]

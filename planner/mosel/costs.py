@@ -93,7 +93,7 @@ class SubsetCosts:
         acc = sum(a * k for a, k in zip(self.accuracy, counts)) / n
         return Strategy(self.subsets, tuple(int(k) for k in counts), lat, acc)
 
-    def scaled(self, factor: float) -> "SubsetCosts":
+    def scaled(self, factor: float) -> SubsetCosts:
         """The same costs with every latency times ``factor`` (profiling error, Sec. 7.4)."""
         if not factor > 0:
             raise ValueError("a latency scale factor must be positive")
@@ -102,7 +102,7 @@ class SubsetCosts:
 
     @classmethod
     def from_profile(cls, profile: Profile, device: str = "cpu",
-                     subsets: tuple[str, ...] | None = None) -> "SubsetCosts":
+                     subsets: tuple[str, ...] | None = None) -> SubsetCosts:
         """Read the variants that have both an accuracy and latencies on ``device``.
 
         Variants are the modality subsets (``audio``, ``image``, ``audio+image``); batch sizes

@@ -86,7 +86,7 @@ def run_point(matrix: StrategyMatrix, true_costs: SubsetCosts, policy: str, rate
 def max_load(points: list[dict[str, object]], target: float) -> dict[str, object]:
     """Largest offered load with violations <= target: linear between the last point under and
     the first point over it (first crossing, in load order)."""
-    pts = sorted(((float(p["offered_jobs_s"]), float(p["slo_violation_ratio"])) for p in points))
+    pts = sorted((float(p["offered_jobs_s"]), float(p["slo_violation_ratio"])) for p in points)
     for k, (r, v) in enumerate(pts):
         if v > target:
             if k == 0:

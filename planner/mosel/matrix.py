@@ -35,7 +35,7 @@ def floor_grid(lo: float, hi: float, step: float) -> list[float]:
         raise ValueError("the floor grid step must be positive")
     n = int(math.floor((hi - lo) / step + 1e-9))
     grid = [round(lo + i * step, 12) for i in range(n + 1) if lo + i * step < hi - 1e-12]
-    return grid + [hi]
+    return [*grid, hi]
 
 
 class StrategyMatrix(BaseModel):
@@ -129,7 +129,7 @@ class StrategyMatrix(BaseModel):
         path.write_text(json.dumps(self.model_dump()))
 
     @classmethod
-    def load(cls, path: Path) -> "StrategyMatrix":
+    def load(cls, path: Path) -> StrategyMatrix:
         return cls.model_validate_json(path.read_text())
 
 

@@ -95,5 +95,5 @@ class Monitor:
             return
         try:
             self._results.append(task())
-        except Exception:  # noqa: BLE001 - a failed replan must not stop the monitor; the loop goes on
+        except Exception:
             log.exception("monitor task failed; the queue keeps its current strategies")

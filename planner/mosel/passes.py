@@ -7,11 +7,11 @@ import logging
 from dataclasses import dataclass
 
 from .matrix import StrategyMatrix
-from .tasks import Tasks
 from .planned import PlannedJobs
 from .queue import Change, QueuedJob, QueueState
 from .ready import ReadyQueues
 from .shared import Selection
+from .tasks import Tasks
 
 log = logging.getLogger("adaserve.planner.mosel")
 

@@ -40,8 +40,8 @@ from .matrix import StrategyMatrix
 from .passes import MonitorPasses
 from .planned import PlannedJobs
 from .ready import ReadyQueues
-from .shared import Selection
 from .selector import ModalitySelector
+from .shared import Selection
 from .tasks import InlineTasks, Tasks
 
 log = logging.getLogger("adaserve.planner.mosel")

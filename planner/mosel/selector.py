@@ -27,8 +27,8 @@ import numpy as np
 from adaserve.broker.errors import AdaserveError, InvalidMessage
 
 from .greedy import can_raise, lower_aggressive, lower_random, raise_round_robin
-from .matrix import StrategyMatrix
 from .ilp import solve_scope
+from .matrix import StrategyMatrix
 from .queue import Change, QueuedJob, QueueState
 from .strategy import Strategy
 from .timeline import QueuePlan, hopeless

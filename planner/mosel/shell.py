@@ -25,7 +25,7 @@ __all__ = ["make_modality_scheduler"]
 log = logging.getLogger("adaserve.planner")
 
 
-def make_modality_scheduler(model: str, profile: Profile | None, policy: str, settings: "Settings", *,
+def make_modality_scheduler(model: str, profile: Profile | None, policy: str, settings: Settings, *,
                             max_size: int = 32, step: float = 0.01, **opts: Any) -> Scheduler | None:
     """MOSEL's scheduler for ``model`` when a profile with modality subsets is at hand (Redis,
     then ``<data_dir>/profiles``, then the profiles shipped with adaserve), else ``None`` with a

@@ -16,6 +16,7 @@ import numpy as np
 from .costs import SubsetCosts
 from .queue import QueuedJob
 
+
 def arrival_times(gaps_s: np.ndarray | None, rate: float, n_jobs: int, seed: int) -> np.ndarray:
     """``n_jobs`` arrival times at mean ``rate``: the trace's gaps replayed from a seed-chosen
     offset (``adaserve.workload.arrivals.replay``), or a Poisson process without a trace."""

@@ -76,7 +76,7 @@ class ExecDistributions:
         self._snapshot = self._build_from(np.empty(0), [])
 
     @classmethod
-    def from_histogram(cls, edges_s: np.ndarray, counts: np.ndarray, **kw: float | int) -> "ExecDistributions":
+    def from_histogram(cls, edges_s: np.ndarray, counts: np.ndarray, **kw: float | int) -> ExecDistributions:
         """Start from a profiled histogram (``broker.profiles.ExecHistogram``, converted to seconds)."""
         return cls(prior_samples=_stratified(np.asarray(edges_s, dtype=np.float64), np.asarray(counts), 500), **kw)  # type: ignore[arg-type]
 

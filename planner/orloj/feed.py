@@ -54,7 +54,7 @@ class FeedStats:
 
 
 class OnlineFeedback:
-    def __init__(self, r: "redis.Redis[bytes]", settings: Settings, *, mode: str = "auto", period_s: float = 5.0,
+    def __init__(self, r: redis.Redis[bytes], settings: Settings, *, mode: str = "auto", period_s: float = 5.0,
                  rate: float = 0.05, per_tick: int = 16, max_queued: int = 128, read_count: int = 512,
                  drain_limit: int = 1000, probe_s: float = 30.0, clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None) -> None:
@@ -97,7 +97,7 @@ class OnlineFeedback:
             log.warning("ORLOJ online feedback skipped a round: %s", exc)
         return True
 
-    def _queue(self) -> "Queue":
+    def _queue(self) -> Queue:
         from rq import Queue
         from rq.serializers import JSONSerializer
 

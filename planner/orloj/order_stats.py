@@ -38,7 +38,7 @@ def cdf_at_edges(mass: np.ndarray) -> np.ndarray:
     if np.any(total <= 0):
         raise ValueError("a histogram needs a positive total mass")
     cdf = np.cumsum(m / total, axis=-1)
-    zero = np.zeros(m.shape[:-1] + (1,))
+    zero = np.zeros((*m.shape[:-1], 1))
     out = np.concatenate([zero, cdf], axis=-1)
     out[..., -1] = 1.0  # rounding must not leave the last edge at 0.9999999
     return out

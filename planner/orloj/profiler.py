@@ -59,12 +59,12 @@ def sample_entries(entries: list[Entry], rate: float, rng: random.Random) -> lis
     return picked
 
 
-def latest_id(r: "redis.Redis[bytes]", settings: Settings) -> str:
+def latest_id(r: redis.Redis[bytes], settings: Settings) -> str:
     """The id of the newest telemetry entry (``0-0`` for an empty stream): a cursor meaning "from now"."""
     return last_id(r, Keys(settings.namespace).telemetry)
 
 
-def sample_finished(r: "redis.Redis[bytes]", settings: Settings, *, cursor: str = "$", rate: float = 0.05,
+def sample_finished(r: redis.Redis[bytes], settings: Settings, *, cursor: str = "$", rate: float = 0.05,
                     count: int = 512, block_ms: int | None = None,
                     rng: random.Random | None = None) -> tuple[str, list[Rerun]]:
     """Read telemetry after ``cursor``; return the new cursor and the sampled requests."""
@@ -78,7 +78,7 @@ def sample_finished(r: "redis.Redis[bytes]", settings: Settings, *, cursor: str 
     return cursor, sample_entries(entries, rate, rng or random.Random())
 
 
-def enqueue_reruns(r: "redis.Redis[bytes]", settings: Settings, reruns: list[Rerun]) -> list[str]:
+def enqueue_reruns(r: redis.Redis[bytes], settings: Settings, reruns: list[Rerun]) -> list[str]:
     """One rq job per sampled request on the profiling queue; returns the job ids."""
     from rq import Queue
     from rq.serializers import JSONSerializer
@@ -92,7 +92,7 @@ def enqueue_reruns(r: "redis.Redis[bytes]", settings: Settings, reruns: list[Rer
     return [job.id for job in queue.enqueue_many(datas)]
 
 
-def drain_samples(r: "redis.Redis[bytes]", settings: Settings, model: str, *, limit: int = 1000) -> list[tuple[str, float]]:
+def drain_samples(r: redis.Redis[bytes], settings: Settings, model: str, *, limit: int = 1000) -> list[tuple[str, float]]:
     """Take up to ``limit`` measured ``(app, seconds)`` pairs for ``model`` off its list."""
     key = samples_key(settings.namespace, model)
     with r.pipeline(transaction=True) as p:

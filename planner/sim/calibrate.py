@@ -32,8 +32,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adaserve.broker.errors import DataError, InvalidArgument
+from adaserve.broker.events import BatchDispatched, BatchFinished, Event, JobAccepted
 from adaserve.broker.violations import explain
-from adaserve.broker.events import BatchDispatched, BatchFinished, Event, JobAccepted, JobExpired
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -70,7 +70,7 @@ class Calibration(BaseModel):
         path.write_text(self.model_dump_json(indent=1))
 
     @classmethod
-    def load(cls, path: Path) -> "Calibration":
+    def load(cls, path: Path) -> Calibration:
         """The calibration saved at ``path``; ``DataError`` (a ``ValueError``) when it is none."""
         try:
             return cls.model_validate(json.loads(path.read_text()))

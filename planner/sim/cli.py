@@ -21,11 +21,17 @@ def register(app: typer.Typer) -> None:
         arrivals: str = typer.Option("trace", help="trace (Azure, scaled), poisson, constant or bursty."),
         requests: int = typer.Option(5000, min=1),
         workers: int = typer.Option(1, min=1),
-        max_batch: int | None = typer.Option(None, min=1, help="Largest batch (default 16 as in the ORLOJ paper; pipeline mode: 32, the planner's default)."),
+        max_batch: int | None = typer.Option(None, min=1, help="Largest batch (default 16 as in the ORLOJ paper; "
+                                                               "pipeline mode: 32, the planner's default)."),
         seed: int = typer.Option(0),
         json_out: bool = typer.Option(False, "--json", help="One JSON object per policy, one per line."),
-        calibrate_run: str | None = typer.Option(None, "--calibrate", help="Measure the pipeline's costs from this live run's telemetry (the server in ADASERVE_REDIS_URL), save them, and simulate the pipeline."),
-        calibration: Path | None = typer.Option(None, help="A saved calibration: simulate the live pipeline with its costs (with --calibrate: where to save; default calibration-RUN.json)."),
+        calibrate_run: str | None = typer.Option(None, "--calibrate", help="Measure the pipeline's costs from this "
+                                                                           "live run's telemetry (the server in "
+                                                                           "ADASERVE_REDIS_URL), save them, and "
+                                                                           "simulate the pipeline."),
+        calibration: Path | None = typer.Option(None, help="A saved calibration: simulate the live pipeline with its "
+                                                           "costs (with --calibrate: where to save; default "
+                                                           "calibration-RUN.json)."),
         rate: float = typer.Option(100.0, min=0.01, help="Pipeline mode: Poisson jobs per second."),
         requests_per_job: int = typer.Option(4, "--requests-per-job", "-k", min=1, help="Pipeline mode: requests per job."),
         deadline_ms: float = typer.Option(30.0, "--deadline-ms", min=0.1, help="Pipeline mode: each job's deadline."),
@@ -63,7 +69,7 @@ def register(app: typer.Typer) -> None:
             for name in [p for p in policy.split(",") if p]:
                 with Progress(console=err, transient=True) as bar:
                     task = bar.add_task(f"{name} on {w.name}", total=requests)
-                    res, secs = run(setup, name, progress=lambda n: bar.advance(task, n))
+                    res, secs = run(setup, name, progress=lambda n, task=task: bar.advance(task, n))
                 out = {"policy": name, "workload": w.name, "slo": slo, "load": round(offered, 4),
                        "rate_per_s": round(offered * saturation_rate(w, workers=workers, max_batch=max_batch), 3),
                        "requests": res.requests, "finish_rate": round(res.finish_rate, 4), "met": res.met,

@@ -22,7 +22,7 @@ from adaserve.planner.sim.experiment import Setup, paper_load, run
 from adaserve.planner.sim.paper import paper_value
 from adaserve.planner.sim.workloads import paper_workload
 
-__all__ = ["TABLE_POLICIES", "SLOS", "TIE", "WORKLOADS", "Cell", "compare", "outcome", "paired", "run_table"]
+__all__ = ["SLOS", "TABLE_POLICIES", "TIE", "WORKLOADS", "Cell", "compare", "outcome", "paired", "run_table"]
 
 WORKLOADS = ("std-0.5", "std-1", "std-2", "one-modal", "two-modal", "four-modal", "eight-modal", "static")
 SLOS = (1.5, 2.0, 3.0, 4.0, 5.0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from adaserve.bench.mosel_live import LiveConfig, LiveJob, figures, plan_jobs
@@ -14,7 +16,7 @@ def test_the_job_mix_is_reproducible_and_within_bounds() -> None:
     a = plan_jobs(cfg, 50.0, (0.67, 0.96), 512, None)
     assert a == plan_jobs(cfg, 50.0, (0.67, 0.96), 512, None) and len(a) == 200
     assert all(1 <= j.size <= 32 and len(j.picks) == j.size and 0.67 <= j.floor <= 0.96 for j in a)
-    assert a[0].offset_s == 0.0 and all(x.offset_s <= y.offset_s for x, y in zip(a, a[1:]))
+    assert a[0].offset_s == 0.0 and all(x.offset_s <= y.offset_s for x, y in itertools.pairwise(a))
     assert 10 < np.mean([j.size for j in a]) < 22
 
 

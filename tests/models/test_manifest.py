@@ -7,7 +7,12 @@ from pydantic import ValidationError
 
 from adaserve.broker.errors import ModelNotFound
 from adaserve.models.manifest import (
-    InputSpec, ModelInfo, VariantInfo, artifact_hashes, read_manifest, verify_hashes,
+    InputSpec,
+    ModelInfo,
+    VariantInfo,
+    artifact_hashes,
+    read_manifest,
+    verify_hashes,
     write_manifest,
 )
 

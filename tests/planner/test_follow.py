@@ -13,8 +13,8 @@ import redis
 from adaserve.broker import Settings, streams
 from adaserve.broker.events import WorkerHeartbeat
 from adaserve.broker.keys import Keys
-from adaserve.planner.core import Feedback
 from adaserve.planner import follow
+from adaserve.planner.core import Feedback
 from adaserve.planner.follow import Follower
 
 
@@ -26,7 +26,7 @@ class _Learner:
         self.seen.append(fb)
 
 
-def _event(r: "redis.Redis[bytes]", keys: Keys, **body: Any) -> None:
+def _event(r: redis.Redis[bytes], keys: Keys, **body: Any) -> None:
     r.xadd(keys.telemetry, {b"m": streams.event_bytes(**body)})
 
 
@@ -42,7 +42,7 @@ def _finished(batch_id: str, ts: float, part: int | None = None) -> dict[str, An
 
 
 def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
-        settings: Settings, r: "redis.Redis[bytes]") -> None:
+        settings: Settings, r: redis.Redis[bytes]) -> None:
     keys = Keys(settings.namespace)
     r.hset(keys.workers, "w0", msgpack.packb(_beat("w0", "gpu", 1000.0)))
     _event(r, keys, **_beat("old", "cpu", 900.0))  # before start: not replayed
@@ -64,7 +64,7 @@ def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
 
 
 def test_the_mean_wait_applies_while_the_pool_is_busy_and_is_stamped_when_sent(
-        settings: Settings, r: "redis.Redis[bytes]") -> None:
+        settings: Settings, r: redis.Redis[bytes]) -> None:
     keys = Keys(settings.namespace)
     f = Follower(r, keys, worker_ttl_s=5.0)
     f.start()
@@ -83,7 +83,7 @@ def test_the_mean_wait_applies_while_the_pool_is_busy_and_is_stamped_when_sent(
     assert f.wait_ms("cpu", 1050.0) == 5.0
 
 
-def test_inflight_is_the_groups_lag_plus_pending(settings: Settings, r: "redis.Redis[bytes]") -> None:
+def test_inflight_is_the_groups_lag_plus_pending(settings: Settings, r: redis.Redis[bytes]) -> None:
     keys = Keys(settings.namespace)
     f = Follower(r, keys, worker_ttl_s=5.0)
     f.pools.heartbeat(WorkerHeartbeat(**_beat("w1", "cpu", 1000.0)))
@@ -114,7 +114,7 @@ def _unheard(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_a_heartbeat_that_does_not_validate_is_reported_once_per_worker_and_reason(
-        settings: Settings, r: "redis.Redis[bytes]", caplog: pytest.LogCaptureFixture) -> None:
+        settings: Settings, r: redis.Redis[bytes], caplog: pytest.LogCaptureFixture) -> None:
     keys = Keys(settings.namespace)
     f = Follower(r, keys, worker_ttl_s=5.0)
     now = [0.0]
@@ -145,7 +145,7 @@ def test_a_heartbeat_that_does_not_validate_is_reported_once_per_worker_and_reas
 
 
 def test_an_unreadable_entry_in_the_workers_hash_is_reported_at_start(
-        settings: Settings, r: "redis.Redis[bytes]", caplog: pytest.LogCaptureFixture) -> None:
+        settings: Settings, r: redis.Redis[bytes], caplog: pytest.LogCaptureFixture) -> None:
     keys = Keys(settings.namespace)
     r.hset(keys.workers, "w-ok", msgpack.packb(_beat("w-ok", "cpu", 1000.0)))
     r.hset(keys.workers, "w-old", msgpack.packb({**_beat("w-old", "cpu", 1000.0), "models": "m"}))

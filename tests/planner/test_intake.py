@@ -14,7 +14,7 @@ from adaserve.planner.intake import Intake
 
 
 def test_held_entries_stay_and_idle_ones_move_to_another_planner(
-        settings: Settings, r: "redis.Redis[bytes]") -> None:
+        settings: Settings, r: redis.Redis[bytes]) -> None:
     keys = Keys(settings.namespace)
     intake = Intake(r, settings, Limits(), Finalizer(r, settings))
     streams.ensure_group(r, keys.jobs, PLANNER_GROUP)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from adaserve.broker import ConfigError
+from adaserve.planner.config import PlannerConfig
 from adaserve.planner.core import Decision
 from adaserve.planner.placement import Split, parse_split, parse_splits, place
-from adaserve.planner.config import PlannerConfig
 
 SPLITS = parse_splits(("effnet-lite0=gpu:cpu",))
 

@@ -46,7 +46,7 @@ def test_live_orloj_sizes_reach_the_planners_max_batch() -> None:
     from adaserve.planner.config import default_factory
     from adaserve.planner.policies import orloj_sizes, serving_options
 
-    assert orloj_sizes(32) == tuple(range(1, 17)) + (20, 24, 28, 32)
+    assert orloj_sizes(32) == (*tuple(range(1, 17)), 20, 24, 28, 32)
     assert orloj_sizes(8) == tuple(range(1, 9))
     assert orloj_sizes(30)[-2:] == (28, 30)
     sched = default_factory("orloj", max_batch=24)("m", None)

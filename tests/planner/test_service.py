@@ -12,9 +12,21 @@ import pytest
 import redis
 
 from adaserve.broker import (
-    Batch, Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, encode,
+    Batch,
+    Ending,
+    Finalizer,
+    Job,
+    Keys,
+    Request,
+    Result,
+    Settings,
+    Slo,
+    Tensor,
+    Timings,
+    decode,
+    encode,
+    streams,
 )
-from adaserve.broker import streams
 from adaserve.broker.events import BatchFinished, RequestTiming, WorkerHeartbeat
 from adaserve.planner.config import PlannerConfig
 from adaserve.planner.service import Planner
@@ -25,7 +37,7 @@ SPEC = {"m": {"x": {"shape": [2], "dtype": "float32"}}}
 class PeerWorker(threading.Thread):
     """Sums its input as the 'prediction'; heartbeats like a real worker."""
 
-    def __init__(self, settings: Settings, r: "redis.Redis[bytes]") -> None:
+    def __init__(self, settings: Settings, r: redis.Redis[bytes]) -> None:
         super().__init__(daemon=True)
         self.s, self.r, self.k = settings, r, Keys(settings.namespace)
         self.fin = Finalizer(r, settings)
@@ -62,7 +74,7 @@ class PeerWorker(threading.Thread):
 
 
 @pytest.fixture
-def pipeline(settings: Settings, r: "redis.Redis[bytes]") -> Iterator[PeerWorker]:
+def pipeline(settings: Settings, r: redis.Redis[bytes]) -> Iterator[PeerWorker]:
     peer = PeerWorker(settings, r)
     peer.beat()
     peer.start()
@@ -82,7 +94,7 @@ def _job(jid: str, n: int = 1, deadline_ms: float = 2000, model: str = "m", shap
     return Job(id=jid, model=model, requests=reqs, slo=Slo(deadline_ms=deadline_ms), reply_to="client")
 
 
-def _collect(r: "redis.Redis[bytes]", k: Keys, want: int, timeout: float = 10.0) -> list[Result]:
+def _collect(r: redis.Redis[bytes], k: Keys, want: int, timeout: float = 10.0) -> list[Result]:
     out: list[Result] = []
     last = "0"
     end = time.time() + timeout
@@ -93,7 +105,7 @@ def _collect(r: "redis.Redis[bytes]", k: Keys, want: int, timeout: float = 10.0)
     return out
 
 
-def test_jobs_are_batched_served_and_acked(pipeline: PeerWorker, r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_jobs_are_batched_served_and_acked(pipeline: PeerWorker, r: redis.Redis[bytes], settings: Settings) -> None:
     k = Keys(settings.namespace)
     for j in range(5):
         streams.publish(r, k.jobs, encode(_job(f"j{j}", n=4)))
@@ -107,7 +119,7 @@ def test_jobs_are_batched_served_and_acked(pipeline: PeerWorker, r: "redis.Redis
 
 
 def test_bad_input_is_rejected_and_dead_lettered_while_good_traffic_flows(
-    pipeline: PeerWorker, r: "redis.Redis[bytes]", settings: Settings,
+    pipeline: PeerWorker, r: redis.Redis[bytes], settings: Settings,
 ) -> None:
     k = Keys(settings.namespace)
     streams.publish(r, k.jobs, b"\xc1 not msgpack")
@@ -132,7 +144,7 @@ def test_bad_input_is_rejected_and_dead_lettered_while_good_traffic_flows(
 
 
 def test_infeasible_deadlines_expire_and_accounting_adds_up(
-    pipeline: PeerWorker, r: "redis.Redis[bytes]", settings: Settings,
+    pipeline: PeerWorker, r: redis.Redis[bytes], settings: Settings,
 ) -> None:
     k = Keys(settings.namespace)
     streams.publish(r, k.jobs, encode(_job("late", n=3, deadline_ms=1)))
@@ -147,8 +159,8 @@ def test_infeasible_deadlines_expire_and_accounting_adds_up(
 
 def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subsets(settings: Settings) -> None:
     from adaserve.broker.errors import ConfigError
-    from adaserve.planner.mosel.scheduler import MoselScheduler
     from adaserve.planner.config import default_factory
+    from adaserve.planner.mosel.scheduler import MoselScheduler
 
     with pytest.raises(ConfigError, match="modality"):
         PlannerConfig(modality="fastest")

@@ -18,7 +18,7 @@ from adaserve.profiling.jobs import queue
 
 
 @pytest.fixture
-def env(settings: Settings, lm_data_dir: Path, r: "redis.Redis[bytes]",
+def env(settings: Settings, lm_data_dir: Path, r: redis.Redis[bytes],
         monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
     monkeypatch.setenv("ADASERVE_REDIS_URL", settings.redis_url)
     monkeypatch.setenv("ADASERVE_NAMESPACE", settings.namespace)
@@ -33,7 +33,7 @@ def env(settings: Settings, lm_data_dir: Path, r: "redis.Redis[bytes]",
     q.delete(delete_jobs=True)
 
 
-def test_profile_enqueues_then_show_prints_and_plots(env: Settings, r: "redis.Redis[bytes]",
+def test_profile_enqueues_then_show_prints_and_plots(env: Settings, r: redis.Redis[bytes],
                                                      tmp_path: Path) -> None:
     cli = CliRunner()
     res = cli.invoke(app, ["profile", "ee-lm-xs", "--variant", "depth1", "--tiny",

@@ -22,7 +22,7 @@ TINY = replace(MeasureConfig.tiny(), batch_sizes=(1, 2), repeats=2, quality_samp
 
 
 @pytest.fixture
-def lm_settings(settings: Settings, lm_data_dir: Path, r: "redis.Redis[bytes]",
+def lm_settings(settings: Settings, lm_data_dir: Path, r: redis.Redis[bytes],
                 monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
     # The job reads the worker's environment, as `adaserve profiler` would.
     monkeypatch.setenv("ADASERVE_REDIS_URL", settings.redis_url)
@@ -38,7 +38,7 @@ def lm_settings(settings: Settings, lm_data_dir: Path, r: "redis.Redis[bytes]",
     q.delete(delete_jobs=True)
 
 
-def test_jobs_are_plain_json(r: "redis.Redis[bytes]", lm_settings: Settings) -> None:
+def test_jobs_are_plain_json(r: redis.Redis[bytes], lm_settings: Settings) -> None:
     (job,) = enqueue(lm_settings, [("ee-lm-xs", "depth1")], "cpu", TINY, connection=r)
     raw = r.hget(job.key, "data")
     assert raw is not None
@@ -50,7 +50,7 @@ def test_jobs_are_plain_json(r: "redis.Redis[bytes]", lm_settings: Settings) -> 
     queue(lm_settings, r).empty()
 
 
-def test_worker_runs_jobs_and_merges_profiles(r: "redis.Redis[bytes]", lm_settings: Settings) -> None:
+def test_worker_runs_jobs_and_merges_profiles(r: redis.Redis[bytes], lm_settings: Settings) -> None:
     jobs = enqueue(lm_settings, [("ee-lm-xs", "depth1"), ("ee-lm-xs", "depth2")], "cpu", TINY, connection=r)
     worker = SimpleWorker([queue(lm_settings, r)], connection=r, serializer=JSONSerializer)
     assert worker.work(burst=True)
@@ -68,7 +68,7 @@ def test_worker_runs_jobs_and_merges_profiles(r: "redis.Redis[bytes]", lm_settin
     assert load_file(lm_settings.data_dir, "ee-lm-xs") == stored
 
 
-def test_a_failing_job_is_reported_not_lost(r: "redis.Redis[bytes]", lm_settings: Settings) -> None:
+def test_a_failing_job_is_reported_not_lost(r: redis.Redis[bytes], lm_settings: Settings) -> None:
     (job,) = enqueue(lm_settings, [("ee-lm-xs", "depth9")], "cpu", TINY, connection=r)
     SimpleWorker([queue(lm_settings, r)], connection=r, serializer=JSONSerializer).work(burst=True)
     job.refresh()

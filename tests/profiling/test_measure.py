@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from adaserve.broker.profiles import Profile
+from adaserve.models.registry import list_models
 from adaserve.profiling.measure import MeasureConfig, time_runs
 from adaserve.profiling.run import measure_model_variant, profile_model
-from adaserve.models.registry import list_models
 
 TINY = MeasureConfig(batch_sizes=(1, 3), repeats=2, warmup=1, quality_samples=8, hist_samples=8, hist_bins=4)
 

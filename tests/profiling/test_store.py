@@ -7,7 +7,13 @@ import redis
 from adaserve.broker import Keys, Settings
 from adaserve.broker.profiles import ExecHistogram, LatencyPoint, PartPoint, Profile, QualityPoint
 from adaserve.profiling.store import (
-    load, load_file, merge, merge_into_redis, profile_path, save_file, stored_models,
+    load,
+    load_file,
+    merge,
+    merge_into_redis,
+    profile_path,
+    save_file,
+    stored_models,
 )
 
 
@@ -27,7 +33,7 @@ def _profile(variant: str, ms: float, device: str = "cpu") -> Profile:
     )
 
 
-def test_round_trip_through_redis(r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_round_trip_through_redis(r: redis.Redis[bytes], settings: Settings) -> None:
     keys = Keys(settings.namespace)
     p = _profile("exit1", 2.0)
     assert load(r, keys, "m") is None
@@ -39,7 +45,7 @@ def test_round_trip_through_redis(r: "redis.Redis[bytes]", settings: Settings) -
     assert stored_models(r, keys, settings.data_dir) == ["m"]
 
 
-def test_merge_replaces_only_the_measured_variant_and_device(r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_merge_replaces_only_the_measured_variant_and_device(r: redis.Redis[bytes], settings: Settings) -> None:
     keys = Keys(settings.namespace)
     merge_into_redis(r, keys, _profile("a", 1.0))
     merge_into_redis(r, keys, _profile("b", 5.0))

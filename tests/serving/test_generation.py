@@ -12,8 +12,8 @@ import redis
 from adaserve.broker import Job, Keys, Request, Settings, Slo, Tensor, decode
 from adaserve.broker.events import BatchFinished
 from adaserve.broker.messages import Generation
-from adaserve.models.lm.prompts import pad_prompts
 from adaserve.models import Vocabulary
+from adaserve.models.lm.prompts import pad_prompts
 from adaserve.producers import Client, completion, generation_job, make_job
 from adaserve.workers.runtime import load_runner
 
@@ -38,13 +38,13 @@ def _alone(settings: Settings, vocab: Vocabulary, prompt: str, n: int) -> str:
     return vocab.decode(out.outputs["tokens"][0])
 
 
-def _batches(r: "redis.Redis[bytes]", settings: Settings, job_id: str) -> list[BatchFinished]:
+def _batches(r: redis.Redis[bytes], settings: Settings, job_id: str) -> list[BatchFinished]:
     evs = (decode(f[b"m"]) for _, f in r.xrange(Keys(settings.namespace).telemetry))
     return [e for e in evs if isinstance(e, BatchFinished) and any(i.job_id == job_id for i in e.items)]
 
 
 def test_prompts_of_different_lengths_run_in_one_batch_and_come_back_as_text(
-        settings: Settings, r: "redis.Redis[bytes]", pipeline) -> None:
+        settings: Settings, r: redis.Redis[bytes], pipeline) -> None:
     vocab = Vocabulary.of(LM, settings.data_dir)
     with pipeline({"cpu": (LM,)}), Client(settings) as c:
         job = _job(vocab, PROMPTS, BUDGETS)

@@ -23,13 +23,13 @@ def _photos() -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
     return sample_inputs(MODEL, len(PHOTOS), seed=0)
 
 
-def _events(r: "redis.Redis[bytes]", settings: Settings) -> list[BatchFinished]:
+def _events(r: redis.Redis[bytes], settings: Settings) -> list[BatchFinished]:
     evs = (decode(f[b"m"]) for _, f in r.xrange(Keys(settings.namespace).telemetry))
     return [e for e in evs if isinstance(e, BatchFinished)]
 
 
 def test_split_gives_the_whole_models_labels_and_frees_the_first_slot(
-        effnet_settings: Settings, r: "redis.Redis[bytes]", pipeline) -> None:
+        effnet_settings: Settings, r: redis.Redis[bytes], pipeline) -> None:
     images, _ = _photos()
     # Pool a has more free slots, so an idle planner sends each job there: part 1 runs on a.
     with pipeline({"a": (MODEL,), "b": (MODEL,)}, SPLIT, settings_=effnet_settings, slots={"a": 3, "b": 1}), \
@@ -66,7 +66,7 @@ def test_without_the_option_the_whole_model_runs_on_either_pool(effnet_settings:
 
 
 def test_a_split_to_a_pool_without_the_model_falls_back_to_the_whole(
-        effnet_settings: Settings, r: "redis.Redis[bytes]", pipeline) -> None:
+        effnet_settings: Settings, r: redis.Redis[bytes], pipeline) -> None:
     images, _ = _photos()
     config = PlannerConfig(max_batch=32, split=(f"{MODEL}=a:nowhere",))
     with pipeline({"a": (MODEL,)}, config, settings_=effnet_settings), Client(effnet_settings) as c:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from adaserve.broker import Keys, Settings
-from adaserve.broker.streams import dead_letter
 from adaserve.broker.codec import encode_map
+from adaserve.broker.streams import dead_letter
 from adaserve.telemetry.dead import dead_count, read_dead
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from adaserve.broker.events import (
-    BatchFinished, JobAccepted, JobCompleted, JobRejected, RequestTiming, WorkerHeartbeat,
+    BatchFinished,
+    JobAccepted,
+    JobCompleted,
+    JobRejected,
+    RequestTiming,
+    WorkerHeartbeat,
 )
 from adaserve.telemetry.stats import aggregate
 

@@ -24,7 +24,7 @@ from adaserve.broker.messages import Batch, BatchItem, Job, Placement, Plan, Req
 from adaserve.broker.streams import ensure_group, publish
 from adaserve.models.manifest import InputSpec
 from adaserve.workers import Worker, WorkerConfig
-from adaserve.workers.runtime.base import RunOutput, Runner
+from adaserve.workers.runtime.base import Runner, RunOutput
 
 FEATURES = 4
 CLASSES = 3
@@ -111,7 +111,7 @@ def sample(label: int, rng: np.random.Generator) -> np.ndarray:
 class Feeder:
     """Plays the planner: registers jobs and dispatches batches of them to a pool's stream."""
 
-    def __init__(self, settings: Settings, r: "redis.Redis[bytes]", pool: str = "cpu") -> None:
+    def __init__(self, settings: Settings, r: redis.Redis[bytes], pool: str = "cpu") -> None:
         self.settings, self.r, self.pool = settings, r, pool
         self.keys = Keys(settings.namespace)
         self.fin = Finalizer(r, settings)
@@ -180,7 +180,7 @@ class Feeder:
 
 
 @pytest.fixture
-def feeder(settings: Settings, r: "redis.Redis[bytes]") -> Feeder:
+def feeder(settings: Settings, r: redis.Redis[bytes]) -> Feeder:
     return Feeder(settings, r)
 
 

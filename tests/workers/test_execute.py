@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adaserve.broker import Tensor
+from adaserve.broker import ServerClock, Tensor
 from adaserve.broker.errors import ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch, BatchItem, Plan
-from adaserve.broker import ServerClock
 from adaserve.workers import Executor, RunnerCache
-from adaserve.workers.runtime.base import RunOutput, Runner
+from adaserve.workers.runtime.base import Runner, RunOutput
 
 
 class Doubler(Runner):

@@ -72,7 +72,7 @@ def _part1(feeder, rows: list[np.ndarray], *, next_pool: str | None = "b") -> Ba
 
 
 @pytest.fixture
-def fa(feeder, settings: Settings, r: "redis.Redis[bytes]"):
+def fa(feeder, settings: Settings, r: redis.Redis[bytes]):
     """The conftest's feeder (it plays the planner), on pool ``a``."""
     return type(feeder)(settings, r, pool="a")
 
@@ -81,11 +81,11 @@ def _rows(n: int) -> list[np.ndarray]:
     return [np.eye(4, dtype=np.float32)[i % 4] for i in range(n)]
 
 
-def _stream(r: "redis.Redis[bytes]", settings: Settings, pool: str) -> list[Batch]:
+def _stream(r: redis.Redis[bytes], settings: Settings, pool: str) -> list[Batch]:
     return [decode(f[b"m"], expect=Batch) for _, f in r.xrange(Keys(settings.namespace).batches(pool))]
 
 
-def test_part_1_forwards_its_batch_to_the_next_pool_which_answers(settings: Settings, r: "redis.Redis[bytes]", fa) -> None:
+def test_part_1_forwards_its_batch_to_the_next_pool_which_answers(settings: Settings, r: redis.Redis[bytes], fa) -> None:
     feeder = fa
     batch = _part1(feeder, _rows(3))
     with worker(settings, "a"):
@@ -108,7 +108,7 @@ def test_part_1_forwards_its_batch_to_the_next_pool_which_answers(settings: Sett
     assert all(x.timings.exec_ms >= nb.items[0].prior_exec_ms for x in results)
 
 
-def test_a_batch_is_forwarded_once_however_often_it_is_finished(settings: Settings, r: "redis.Redis[bytes]", fa) -> None:
+def test_a_batch_is_forwarded_once_however_often_it_is_finished(settings: Settings, r: redis.Redis[bytes], fa) -> None:
     """A crash after the forward, or a reclaim racing a slow worker: the second finish forwards nothing."""
     feeder = fa
     batch = _part1(feeder, _rows(2))
@@ -123,7 +123,7 @@ def test_a_batch_is_forwarded_once_however_often_it_is_finished(settings: Settin
     assert [e.batch_id for e in feeder.events("batch.finished")] == [batch.id]
 
 
-def test_requests_that_fail_in_part_1_end_there(settings: Settings, r: "redis.Redis[bytes]", fa) -> None:
+def test_requests_that_fail_in_part_1_end_there(settings: Settings, r: redis.Redis[bytes], fa) -> None:
     feeder = fa
     batch = _part1(feeder, [_rows(1)[0], np.ones(7, np.float32)])
     items = [ItemOutcome("completed", outputs={"intermediate": WireRow("float32", [4], bytes(16))}),
@@ -140,7 +140,7 @@ def test_requests_that_fail_in_part_1_end_there(settings: Settings, r: "redis.Re
     assert [(i.request_id, i.status) for i in ev.items] == [("r1", "failed")] and ev.size == 2
 
 
-def test_a_part_without_a_next_pool_fails_with_a_reason(settings: Settings, r: "redis.Redis[bytes]", fa) -> None:
+def test_a_part_without_a_next_pool_fails_with_a_reason(settings: Settings, r: redis.Redis[bytes], fa) -> None:
     feeder = fa
     with worker(settings, "a"):
         feeder.send(_part1(feeder, _rows(2), next_pool=None))

@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from adaserve.broker import Tensor
+from adaserve.broker import ServerClock, Tensor
 from adaserve.broker.messages import Batch, BatchItem, Generation, Plan
 from adaserve.models.lm.prompts import pad_prompts
-from adaserve.broker import ServerClock
 from adaserve.workers import Executor, RunnerCache
 from adaserve.workers.generate import default_seed, pack, prompt_of
 from adaserve.workers.inputs import InputError
@@ -40,7 +39,8 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def _item(tokens: np.ndarray, rid: str = "r", kind: str = "generate", new: int | None = None,
           temperature: float = 0.0) -> BatchItem:
-    gen = None if kind == "forward" or (new is None and not temperature) else Generation(max_new_tokens=new, temperature=temperature)
+    plain = kind == "forward" or (new is None and not temperature)
+    gen = None if plain else Generation(max_new_tokens=new, temperature=temperature)
     return BatchItem(job_id="j", request_id=rid, app="a", reply_to="c", inputs={"tokens": Tensor.from_numpy(tokens)},
                      submitted_ms=0.0, deadline_ms=1e12, kind=kind, generation=gen)
 

@@ -6,7 +6,7 @@ import pytest
 from adaserve.broker import Tensor
 from adaserve.models.manifest import InputSpec
 from adaserve.workers.inputs import InputError, gather, signature, specs_of, targets
-from adaserve.workers.runtime.base import RunOutput, Runner
+from adaserve.workers.runtime.base import Runner, RunOutput
 
 
 class Unspecified(Runner):
@@ -17,7 +17,7 @@ class Unspecified(Runner):
 
 
 class R(Unspecified):
-    specs = {"audio": InputSpec(shape=(1, 4), dtype="float32")}
+    specs = {"audio": InputSpec(shape=(1, 4), dtype="float32")}  # noqa: RUF012 - a fixed test double
 
 
 def _row(a: np.ndarray, name: str = "audio") -> dict[str, Tensor]:

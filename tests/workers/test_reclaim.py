@@ -22,7 +22,7 @@ def test_batch_of_a_dead_consumer_is_reclaimed_once(settings: Settings, feeder, 
     fast = settings.model_copy(update={"reclaim_idle_ms": 200})
     batch, labels = feeder.batch(3)
     feeder.send(batch)
-    (entry,) = _ghost_reads(feeder)
+    (_entry,) = _ghost_reads(feeder)
     with serve(fast):
         results = feeder.results(3)
         assert feeder.wait_for(lambda: feeder.pending() == 0)

@@ -24,7 +24,8 @@ def test_finished_results_and_event_validate() -> None:
     batch = _batch()
     logits = np.array([0.1, 2.0, -1.0], np.float32)
     outcome = BatchOutcome("exit2", [
-        ItemOutcome("completed", prediction=1, confidence=0.8, exit=1, outputs={"logits": WireRow("float32", [3], logits.tobytes())}, exec_ms=3.0),
+        ItemOutcome("completed", prediction=1, confidence=0.8, exit=1,
+                    outputs={"logits": WireRow("float32", [3], logits.tobytes())}, exec_ms=3.0),
         ItemOutcome("failed", reason="bad_input: shape"),
     ], started_ms=1010.0, finished_ms=1014.0, exec_ms=3.5)
     packed, event = finished(batch, outcome, worker="w1", pool="cpu", device="cpu")

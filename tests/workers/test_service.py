@@ -108,7 +108,7 @@ def test_undecodable_batch_is_dead_lettered_and_addressable_requests_fail(feeder
     with serve():
         feeder.send(b"\x00garbage")
         feeder.send(mangled)
-        good, labels = feeder.batch(1)
+        good, _labels = feeder.batch(1)
         feeder.send(good)
         results = feeder.results(3)
     assert sorted((r.job_id == batch.items[0].job_id, r.status) for r in results) == [

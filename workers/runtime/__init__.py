@@ -6,8 +6,7 @@ for the early-exit language models); a language model's is a ``GenerativeRunner`
 model's part a ``SplitPart``.
 """
 
-from adaserve.workers.runtime.base import (GenerativeRunner, RunOutput, Runner, SplitPart, choose_providers,
-                                           gpu_unavailable)
+from adaserve.workers.runtime.base import GenerativeRunner, Runner, RunOutput, SplitPart, choose_providers, gpu_unavailable
 from adaserve.workers.runtime.loader import available_models, load_runner
 
 __all__ = ["GenerativeRunner", "RunOutput", "Runner", "SplitPart", "available_models", "choose_providers",

@@ -114,7 +114,7 @@ def preload_cuda_libraries() -> None:
         return
     try:
         preload()
-    except Exception as exc:  # noqa: BLE001 - the provider may still find system libraries
+    except Exception as exc:
         log.info("onnxruntime.preload_dlls failed (%s); relying on the library search path", exc)
 
 
@@ -127,7 +127,7 @@ def gpu_present() -> bool:
             return int(pynvml.nvmlDeviceGetCount()) > 0
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver, no library, no device: all mean "no GPU"
+    except Exception:
         return False
 
 
@@ -155,6 +155,6 @@ def gpu_unavailable() -> str | None:
     """Why the CUDA provider cannot serve here, or None when it can (tests skip on the reason)."""
     try:
         check_cuda()
-    except Exception as exc:  # noqa: BLE001 - any failure is a reason to report, not to raise
+    except Exception as exc:
         return str(exc)
     return None

@@ -39,7 +39,7 @@ class BoundSession:
     """``run(names, feed)`` like ``InferenceSession.run``, through IO binding on ``device_type``
     (onnxruntime's name: ``cuda``; ``cpu`` works too and is how the logic is tested without a GPU)."""
 
-    def __init__(self, session: "ort.InferenceSession", device_type: str = "cuda", device_id: int = 0) -> None:
+    def __init__(self, session: ort.InferenceSession, device_type: str = "cuda", device_id: int = 0) -> None:
         import onnxruntime as ort
 
         self._ort = ort
@@ -81,7 +81,7 @@ class BoundSession:
         return len(self._buffers)
 
 
-def runner_of(session: "ort.InferenceSession", device: str, io_binding: bool = False) -> RunFn:
+def runner_of(session: ort.InferenceSession, device: str, io_binding: bool = False) -> RunFn:
     """The call that runs ``session``: IO binding on the GPU when asked for, else ``run``."""
     if device == "gpu" and io_binding:
         return BoundSession(session).run

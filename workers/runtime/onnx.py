@@ -17,7 +17,7 @@ import numpy as np
 
 from adaserve.broker.errors import DeviceUnavailable, InvalidMessage
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
-from adaserve.workers.runtime.base import RunOutput, Runner, choose_providers
+from adaserve.workers.runtime.base import Runner, RunOutput, choose_providers
 from adaserve.workers.runtime.bound import runner_of
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def default_threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def make_session(path: Path, device: str, threads: int | None = None) -> "ort.InferenceSession":
+def make_session(path: Path, device: str, threads: int | None = None) -> ort.InferenceSession:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

@@ -19,7 +19,7 @@ class Samplers:
         self._rngs = [np.random.default_rng(int(seeds[i])) for i in self.rows]
 
     @classmethod
-    def maybe(cls, temperature: np.ndarray | None, seeds: np.ndarray | None, b: int) -> "Samplers | None":
+    def maybe(cls, temperature: np.ndarray | None, seeds: np.ndarray | None, b: int) -> Samplers | None:
         """Samplers for a batch of ``b`` rows, or None when every row is greedy."""
         if temperature is None or not (temperature > 0).any():
             return None

@@ -1,8 +1,8 @@
+import numpy as np
+
 from adaserve.planner.baselines import MeanLatency, NexusScheduler
 from adaserve.planner.core import Feedback, Pending
 from adaserve.planner.orloj.prior import Prior
-
-import numpy as np
 
 PRIOR = Prior(np.array([0.06, 0.08]), np.array([1.0]), 0.05, 0.25, 0.05, 0.0175)  # mean 70 ms
 

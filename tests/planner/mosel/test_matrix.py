@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -11,7 +12,7 @@ from adaserve.planner.mosel import StrategyMatrix, floor_grid, matrix_path
 def test_grid_ends_on_the_best_accuracy() -> None:
     g = floor_grid(0.62, 0.96, 0.05)
     assert g[0] == 0.62 and g[-1] == 0.96
-    assert all(b > a for a, b in zip(g, g[1:]))
+    assert all(b > a for a, b in itertools.pairwise(g))
     assert len(floor_grid(0.5, 0.7, 0.1)) == 3  # 0.5, 0.6, 0.7: no duplicate at the end
 
 
@@ -45,7 +46,7 @@ def test_candidates_are_a_pareto_front_meeting_the_floor(matrix: StrategyMatrix)
             assert cands[0] == matrix.lookup(n, f)
             assert cands[-1] == matrix.richest(n)
             assert all(s.meets(f) for s in cands)
-            for a, b in zip(cands, cands[1:]):
+            for a, b in itertools.pairwise(cands):
                 assert b.accuracy > a.accuracy and b.latency_s > a.latency_s
 
 

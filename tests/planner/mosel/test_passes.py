@@ -14,10 +14,9 @@ from adaserve.planner.mosel.monitor import Monitor
 from adaserve.planner.mosel.passes import MonitorPasses
 from adaserve.planner.mosel.planned import PlannedJobs
 from adaserve.planner.mosel.ready import ReadyQueues
-from adaserve.planner.mosel.shared import Selection
 from adaserve.planner.mosel.selector import ModalitySelector
+from adaserve.planner.mosel.shared import Selection
 from adaserve.planner.mosel.tasks import InlineTasks, Tasks
-
 
 PERIOD_S = 0.5
 

@@ -9,8 +9,8 @@ import pytest
 from adaserve.planner.mosel import QueueState, StrategyMatrix
 from adaserve.planner.mosel.held import MoselJob
 from adaserve.planner.mosel.planned import PlannedJobs
-from adaserve.planner.mosel.shared import Selection
 from adaserve.planner.mosel.selector import ModalitySelector
+from adaserve.planner.mosel.shared import Selection
 from adaserve.planner.mosel.store import SHIPPED_DIR
 
 

@@ -79,7 +79,7 @@ def test_a_released_strategy_is_final(sched: MoselScheduler, matrix: StrategyMat
     add(sched, "a", 6, 0.62, 5.0)
     first = sched.next_batch(0.0, 2)  # the job's strategy is released here
     assert len(first.batch) == 2 and sched.selector is not None and sched.selector.strategy("a") is None
-    (_, (strategy,), acc), = sched.finalized
+    (_, (strategy,), _acc), = sched.finalized
     sched.drain_events()
     # Pressure from a new, earlier job must not touch "a" any more.
     rich = matrix.richest(6).latency_s
@@ -114,7 +114,7 @@ def test_released_requests_that_cannot_finish_are_expired(sched: MoselScheduler)
 
 
 def test_unreachable_floor_and_missing_modalities(sched: MoselScheduler, matrix: StrategyMatrix) -> None:
-    with pytest.raises(InvalidMessage, match="accuracy_floor|above the best"):
+    with pytest.raises(InvalidMessage, match=r"accuracy_floor|above the best"):
         sched.check_job(make_job("x", 2, 0.99))
     sched.check_job(make_job("x", 2, 0.8, ("audio",)))  # audio alone reaches 0.85
     with pytest.raises(InvalidMessage) as exc:

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from adaserve.planner.mosel import SubsetCosts
-from adaserve.planner.mosel.workload import (
-    WorkloadSpec, arrival_times, make_jobs, size_distribution)
+from adaserve.planner.mosel.workload import WorkloadSpec, arrival_times, make_jobs, size_distribution
 
 
 def test_arrivals_hit_the_rate_and_keep_bursts() -> None:

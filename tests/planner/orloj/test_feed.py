@@ -23,7 +23,7 @@ MODEL = "ee-audio"
 
 
 @pytest.fixture
-def rq_clean(r: "redis.Redis[bytes]", settings: Settings) -> Iterator[None]:
+def rq_clean(r: redis.Redis[bytes], settings: Settings) -> Iterator[None]:
     yield
     for key in r.scan_iter(match=f"rq:*{settings.namespace}*", count=1000):
         r.delete(key)
@@ -37,12 +37,12 @@ class Clock:
         return self.t
 
 
-def _server_ms(r: "redis.Redis[bytes]") -> float:
+def _server_ms(r: redis.Redis[bytes]) -> float:
     sec, usec = r.time()
     return sec * 1000.0 + usec / 1000.0
 
 
-def _served(r: "redis.Redis[bytes]", settings: Settings, batch_id: str, model: str, rows: list[np.ndarray]) -> None:
+def _served(r: redis.Redis[bytes], settings: Settings, batch_id: str, model: str, rows: list[np.ndarray]) -> None:
     """A batch as the planner sent it (in the pool's stream) and its ``batch.finished`` event."""
     now = _server_ms(r)
     items = [BatchItem(job_id="j", request_id=f"r{i}", app=f"app{i % 2}", reply_to="x",
@@ -58,7 +58,7 @@ def _served(r: "redis.Redis[bytes]", settings: Settings, batch_id: str, model: s
 
 
 def test_auto_reruns_only_while_a_profiler_worker_lives_and_feeds_orloj(
-        r: "redis.Redis[bytes]", settings: Settings, rq_clean: None) -> None:
+        r: redis.Redis[bytes], settings: Settings, rq_clean: None) -> None:
     from rq import Queue, SimpleWorker
     from rq.serializers import JSONSerializer
 
@@ -101,7 +101,7 @@ def test_auto_reruns_only_while_a_profiler_worker_lives_and_feeds_orloj(
     assert feed.stats.drained == 3 and len(orloj.dists) == before + 3  # type: ignore[attr-defined]
 
 
-def test_on_mode_caps_the_queue_and_per_round(r: "redis.Redis[bytes]", settings: Settings, rq_clean: None) -> None:
+def test_on_mode_caps_the_queue_and_per_round(r: redis.Redis[bytes], settings: Settings, rq_clean: None) -> None:
     from rq import Queue
     from rq.serializers import JSONSerializer
 
@@ -119,7 +119,7 @@ def test_on_mode_caps_the_queue_and_per_round(r: "redis.Redis[bytes]", settings:
     assert feed.stats.sampled == 12 and feed.stats.enqueued == 5
 
 
-def test_period_off_mode_and_errors(r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_period_off_mode_and_errors(r: redis.Redis[bytes], settings: Settings) -> None:
     clock = Clock()
     feed = OnlineFeedback(r, settings, period_s=5.0, clock=clock)
     scheds = {MODEL: make_scheduler("orloj", model=MODEL)}

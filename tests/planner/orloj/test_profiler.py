@@ -37,13 +37,13 @@ def _batch(batch_id: str, now_ms: float) -> bytes:
 
 
 @pytest.fixture
-def rq_clean(r: "redis.Redis[bytes]", settings: Settings) -> Iterator[None]:
+def rq_clean(r: redis.Redis[bytes], settings: Settings) -> Iterator[None]:
     yield
     for key in r.scan_iter(match=f"rq:*{settings.namespace}*", count=1000):
         r.delete(key)
 
 
-def test_sampling_follows_the_telemetry_stream(r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_sampling_follows_the_telemetry_stream(r: redis.Redis[bytes], settings: Settings) -> None:
     tele = Keys(settings.namespace).telemetry
     publish(r, tele, _finished("b0", 1.0))
     cursor, picked = sample_finished(r, settings, cursor="$", rate=1.0)
@@ -60,7 +60,7 @@ def test_sampling_follows_the_telemetry_stream(r: "redis.Redis[bytes]", settings
 
 
 def test_reruns_are_json_rq_jobs_that_record_the_time_alone(
-        r: "redis.Redis[bytes]", settings: Settings, rq_clean: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        r: redis.Redis[bytes], settings: Settings, rq_clean: None, monkeypatch: pytest.MonkeyPatch) -> None:
     from rq import Queue, SimpleWorker
     from rq.serializers import JSONSerializer
 
@@ -89,7 +89,7 @@ def test_reruns_are_json_rq_jobs_that_record_the_time_alone(
     assert drain_samples(r, settings, "m") == []
 
 
-def test_find_item_and_drain(r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_find_item_and_drain(r: redis.Redis[bytes], settings: Settings) -> None:
     sec, usec = r.time()
     now_ms = sec * 1000.0 + usec / 1000.0
     publish(r, Keys(settings.namespace).batches("cpu"), _batch("b9", now_ms))

@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import numpy as np
@@ -24,7 +25,7 @@ def test_score_rises_as_the_deadline_nears_while_every_bin_is_safe() -> None:
     segs = score_segments(EDGES, MASS, MEAN, B)
     taus = [2.0, 1.0, 0.5, 0.31]  # all beyond the last bin edge
     vals = [segs.value(t, B) for t in taus]
-    assert all(a < b for a, b in zip(vals, vals[1:]))
+    assert all(a < b for a, b in itertools.pairwise(vals))
 
 
 def test_score_is_zero_past_the_last_bin() -> None:

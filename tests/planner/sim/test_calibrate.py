@@ -50,7 +50,7 @@ def test_what_a_user_points_the_simulator_at_fails_as_a_data_error(tmp_path: Pat
     (tmp_path / "text.json").write_text("model,batch\n")
     with pytest.raises(DataError, match=r"empty.json is not a saved calibration: model: Field required"):
         Calibration.load(tmp_path / "empty.json")
-    with pytest.raises(DataError, match="text.json is not a saved calibration: not JSON"):
+    with pytest.raises(DataError, match=r"text\.json is not a saved calibration: not JSON"):
         Calibration.load(tmp_path / "text.json")
-    with pytest.raises(DataError, match="^not an adaserve profile: model: Field required"):
+    with pytest.raises(DataError, match=r"^not an adaserve profile: model: Field required"):
         Profile.from_json(b"{}")

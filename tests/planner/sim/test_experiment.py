@@ -2,8 +2,16 @@ import numpy as np
 import pytest
 
 from adaserve.planner.sim.bursty import bursty
-from adaserve.planner.sim.experiment import (Setup, draw, experiment_arrivals, mean_batch_s, paper_load, run,
-                                             saturation_rate, workload_profile)
+from adaserve.planner.sim.experiment import (
+    Setup,
+    draw,
+    experiment_arrivals,
+    mean_batch_s,
+    paper_load,
+    run,
+    saturation_rate,
+    workload_profile,
+)
 from adaserve.planner.sim.workloads import paper_workload
 
 

@@ -13,7 +13,7 @@ from adaserve.workers.runtime.bound import BoundSession, runner_of
 from adaserve.workers.runtime.onnx import make_session
 
 
-def _session(tmp_path: Path):  # noqa: ANN202 - an onnxruntime InferenceSession
+def _session(tmp_path: Path):
     model_dir, info = load_info("fsdd-cnn", tmp_path)
     return make_session(model_dir / info.variant("default").artifacts[0], "cpu", threads=1)
 
@@ -33,7 +33,7 @@ def test_refilled_buffers_give_each_batch_its_own_answer(tmp_path: Path) -> None
     assert bs.buffers == 2  # one per shape
 
 
-def test_buffers_are_bounded(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_buffers_are_bounded(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(bound, "MAX_BUFFERS", 3)
     bs = BoundSession(_session(tmp_path), device_type="cpu")
     x = load_fsdd("test").audio[:6]

@@ -10,8 +10,7 @@ import pytest
 
 from adaserve.models.datasets import sample_inputs
 from adaserve.workers.gpu import GpuMonitor
-from adaserve.workers.runtime import load_runner
-from adaserve.workers.runtime import gpu_unavailable
+from adaserve.workers.runtime import gpu_unavailable, load_runner
 
 NO_GPU = gpu_unavailable()
 

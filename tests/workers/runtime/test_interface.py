@@ -12,7 +12,7 @@ import pytest
 from adaserve.broker.errors import ModelLoadError
 from adaserve.workers import RunnerCache
 from adaserve.workers.runners import Loaded
-from adaserve.workers.runtime import GenerativeRunner, RunOutput, Runner, SplitPart, load_runner
+from adaserve.workers.runtime import GenerativeRunner, Runner, RunOutput, SplitPart, load_runner
 from adaserve.workers.runtime.loader import EXTERNAL_RUNNERS
 from adaserve.workers.runtime.onnx import EarlyExitRunner, OnnxRunner
 
