@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -32,7 +31,7 @@ class _OneLineErrors(TyperGroup):
     ``AdaserveError`` or a server that cannot be reached, wherever it surfaces.
     """
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer hands its own Context
         import redis
 
         try:

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from adaserve.broker import Settings, connect, load_settings
 from adaserve.broker.errors import AdaserveError
@@ -23,6 +24,8 @@ from adaserve.embedded import EmbeddedServer
 
 log = logging.getLogger("adaserve.stack")
 
+
+_S = TypeVar("_S", bound="Stack")
 
 class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
@@ -48,7 +51,7 @@ class Stack:
     def embedded(self) -> bool:
         return self.server is not None
 
-    def start(self) -> Stack:
+    def start(self: _S) -> _S:
         if not self.settings.redis_url:
             self.server = EmbeddedServer(self.server_dir, persist=self.persist).start()
             self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
@@ -127,7 +130,7 @@ class Stack:
             self.server.stop()
             self.server = None
 
-    def __enter__(self) -> Stack:
+    def __enter__(self: _S) -> _S:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

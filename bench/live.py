@@ -138,7 +138,8 @@ def summarise(model: str, load: float, rate_jobs: float, deadline_ms: float, pol
 
 def verdict(cells: list[dict[str, Any]]) -> dict[str, Any]:
     """ORLOJ against the best baseline per (model, load, deadline), and the simulator's error."""
-    below, ahead_of_edf, groups = 0, [], {}
+    below, ahead_of_edf = 0, []
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for c in cells:
         groups.setdefault((c["model"], c["load"], c["deadline_ms"]), []).append(c)
     for key, cs in groups.items():

@@ -42,7 +42,7 @@ def _theory(matrix: Any, spec: Any, target: float) -> dict[str, Any]:
 def _headline(report: dict[str, Any]) -> None:
     loads = report["max_load_at_5pct_violations"]
     aware = {p: v for p, v in loads.items() if p != "none" and v is not None}
-    best = max(aware, key=aware.get) if aware else None
+    best = max(aware, key=lambda p: aware[p]) if aware else None
     base = loads.get("none")
     ratio = aware[best] / base if best and base else None
     th = report["theoretical_cap"]
@@ -110,8 +110,9 @@ def mosel(
     out_dir = out or settings.data_dir / "bench"
     src = find_profile(settings, "av-digits", profile)
     spec = WorkloadSpec(max_size=max_size, slo_mult=slo_mult)
-    cfg = SweepConfig(n_jobs=200 if quick else jobs, seed=seed, solve_budget_s=budget_ms / 1e3, spec=spec,
-                      **({"loads": (0.5, 1.0, 1.5, 2.0)} if quick else {}))
+    cfg = SweepConfig(n_jobs=200 if quick else jobs, seed=seed, solve_budget_s=budget_ms / 1e3, spec=spec)
+    if quick:
+        cfg = replace(cfg, loads=(0.5, 1.0, 1.5, 2.0))
     gaps = load_trace("conv").gaps_s  # the Azure conversation trace shipped with the producers
     console = Console(stderr=True)
     with Progress(console=console, transient=json_out) as bar:

@@ -26,14 +26,14 @@ import numpy as np
 import typer
 
 from adaserve.broker.errors import InvalidArgument
-from adaserve.planner.core import Feedback, Pending
+from adaserve.planner.core import Feedback, Pending, Scheduler
 
 DEPTHS = (100, 1000, 10000)
 CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
 SCENARIOS = ("service", "overload")
 
 
-def _scheduler(policy: str) -> tuple[object, float]:
+def _scheduler(policy: str) -> tuple[Scheduler, float]:
     """A scheduler seeded with the four-modal profile, and that workload's batch-of-16 latency."""
     from adaserve.planner.policies import make_scheduler
     from adaserve.planner.sim.experiment import mean_batch_s, workload_profile

@@ -10,6 +10,7 @@ out is exactly its embedding set to zero, which is what training with dropout sa
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,10 @@ def _augment(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str
     return {"audio": audio, "image": image, "mask": mask}
 
 
+def _subset_logits(wrapper: nn.Module, names: tuple[str, ...], b: dict[str, torch.Tensor]) -> torch.Tensor:
+    return wrapper(*(b[k] for k in names))
+
+
 def _loss(model: nn.Module, b: dict[str, torch.Tensor], y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(model(b["audio"], b["image"], b["mask"]), y)
 
@@ -103,7 +108,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
     start = time.perf_counter()
     for name, names in SUBSETS.items():
         wrapper = _Subset(model, names)
-        logits = training.predict(lambda b, wrapper=wrapper, names=names: wrapper(*(b[k] for k in names)),
+        logits = training.predict(partial(_subset_logits, wrapper, names),
                                   {k: feeds[k] for k in names})
         acc = training.accuracy(logits, test.labels)
         metrics[f"test_accuracy_{name}"] = acc

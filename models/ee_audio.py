@@ -11,6 +11,7 @@ threshold in its ``extra``) and ``exit1``..``exit3`` (every request stops at tha
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -72,8 +73,12 @@ class _Stage(nn.Module):
         return self.head(f) if self.last else (self.head(f), f)
 
 
+def _exit_logits(model: nn.Module, k: int, b: dict[str, torch.Tensor]) -> torch.Tensor:
+    return model(b["audio"])[k]
+
+
 def _loss(model: nn.Module, b: dict[str, torch.Tensor], y: torch.Tensor) -> torch.Tensor:
-    return sum(F.cross_entropy(logits, y) for logits in model(b["audio"]))
+    return torch.stack([F.cross_entropy(logits, y) for logits in model(b["audio"])]).sum()
 
 
 def dynamic_exits(logits: list[np.ndarray], threshold: float) -> tuple[np.ndarray, np.ndarray]:
@@ -101,7 +106,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
                        label=NAME, augment=shift_audio, loss_fn=_loss)
     model.eval()
     n_exits = len(model.stages)
-    logits = [training.predict(lambda b, k=k: model(b["audio"])[k], {"audio": test.audio})
+    logits = [training.predict(partial(_exit_logits, model, k), {"audio": test.audio})
               for k in range(n_exits)]
     per_exit = [training.accuracy(lg, test.labels) for lg in logits]
     exits, preds = dynamic_exits(logits, THRESHOLD)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -29,7 +28,7 @@ class Device(str, enum.Enum):
 class _RunByDefault(TyperGroup):
     """``adaserve profile X`` means ``adaserve profile run X`` unless X names a sub-command."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]  # typer's Context
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = ["run", *args]
         return super().parse_args(ctx, args)
@@ -119,7 +118,7 @@ def _targets(model: str, variants: list[str], data_dir: Path) -> list[tuple[str,
 def _run_local(settings: Settings, targets: list[tuple[str, str]], device: str,
                cfg: MeasureConfig) -> None:
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import Progress, TaskID
 
     from adaserve.profiling.run import measure_model_variant
     from adaserve.profiling.store import load_file, merge, merge_into_redis, save_file
@@ -129,7 +128,7 @@ def _run_local(settings: Settings, targets: list[tuple[str, str]], device: str,
             name = f"{model}/{variant}"
             task = progress.add_task(name, total=1)
 
-            def report(done: int, total: int, stage: str, task: int = task, name: str = name) -> None:
+            def report(done: int, total: int, stage: str, task: TaskID = task, name: str = name) -> None:
                 progress.update(task, completed=done, total=total, description=f"{name}: {stage}")
 
             new = measure_model_variant(model, variant, device, settings.data_dir, cfg, report)
@@ -206,7 +205,7 @@ def show(
             names = sorted(p.stem for p in (settings.data_dir / "profiles").glob("*.json"))
         profiles = []
         for name in names:
-            p = (load(conn, keys, name) if conn else None) or load_file(settings.data_dir, name)
+            p = (load(conn, keys, name) if conn is not None and keys is not None else None) or load_file(settings.data_dir, name)
             if p is None:
                 raise cli_error(f"no profile of {name!r} in Redis or {settings.data_dir / 'profiles'}")
             profiles.append(p)

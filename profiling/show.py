@@ -44,8 +44,8 @@ def tables(p: Profile) -> Group:
         t = Table(title=f"{p.model}: parts of the split model", title_justify="left")
         for col in ("part", "device", "batch", "p50 ms", "hands on (bytes)"):
             t.add_column(col, justify="left" if col in ("part", "device") else "right")
-        for pt in sorted(p.parts, key=lambda x: (x.variant, x.device, x.batch_size)):
-            t.add_row(pt.variant, pt.device, str(pt.batch_size), f"{pt.p50_ms:.2f}", f"{pt.out_bytes:,}")
+        for part in sorted(p.parts, key=lambda x: (x.variant, x.device, x.batch_size)):
+            t.add_row(part.variant, part.device, str(part.batch_size), f"{part.p50_ms:.2f}", f"{part.out_bytes:,}")
         parts.append(t)
     return Group(*parts)
 

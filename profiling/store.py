@@ -22,7 +22,8 @@ def merge(base: Profile | None, new: Profile) -> Profile:
         return new
     if base.model != new.model:
         raise ValueError(f"cannot merge a profile of {new.model!r} into one of {base.model!r}")
-    measured = {(p.variant, p.device) for p in [*new.latency, *new.exec_hist, *new.parts]}
+    measured = {(p.variant, p.device) for p in new.latency} | {(p.variant, p.device) for p in new.exec_hist} \
+        | {(p.variant, p.device) for p in new.parts}
     scored = {q.variant for q in new.quality}
     return Profile(
         model=base.model, created_ms=max(base.created_ms, new.created_ms), host={**base.host, **new.host},

@@ -176,7 +176,7 @@ class Executor:
                 if v.ndim >= 1 and v.shape[0] == n and (v[0].size <= self._max_out or k in keep)}
         return [ItemOutcome("completed", prediction=None if preds[j] is None else int(preds[j]),
                             confidence=None if confs[j] is None else float(confs[j]),
-                            exit=None if exits[j] is None else int(exits[j]),
+                            exit=None if (e := exits[j]) is None else int(e),
                             outputs={k: r[j] for k, r in rows.items()}, exec_ms=exec_ms[j])
                 for j in range(n)]
 
@@ -205,6 +205,6 @@ def _generated(out: RunOutput, prompts: list[Prompt], dt: float) -> list[ItemOut
         res.append(ItemOutcome(
             "completed", prediction=first if p.forward else None,
             confidence=None if np.isnan(means[j]) else float(means[j]),
-            exit=None if exits[j] is None else int(exits[j]), outputs={"tokens": tok, "confidence": cf},
+            exit=None if (e := exits[j]) is None else int(e), outputs={"tokens": tok, "confidence": cf},
             exec_ms=dt * 1000.0))
     return res

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgpack
 import redis
@@ -33,6 +33,12 @@ from adaserve.workers.results import finished
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class Retry(Protocol):
+    """Runs a Redis call again through an outage (the worker's ``_retry``)."""
+
+    def __call__(self, fn: Callable[[], T]) -> T: ...
 INTERMEDIATE = "intermediate"
 
 _FORWARD = """
@@ -94,7 +100,7 @@ class Forwarder:
         self._script = r.register_script(_FORWARD)
 
     def forward(self, entry: Entry, batch: Batch, outcome: BatchOutcome, *,
-                retry: Callable[[Callable[[], T]], T]) -> int:
+                retry: Retry) -> int:
         """End the failed requests, then forward the rest and ack ``entry`` in one step; returns
         how many batches were forwarded (0 when another delivery of the entry already did)."""
         raws, broken = next_batches(batch, outcome, now_ms=outcome.finished_ms, limits=self._limits)

@@ -76,23 +76,27 @@ def failed_from_raw(body: dict[str, Any], reason: str, *, worker: str, now_ms: f
     """
     out: list[tuple[Result, str]] = []
     items = body.get("items")
-    model = body.get("model") if isinstance(body.get("model"), str) else ""
+    raw_model = body.get("model")
+    model = raw_model if isinstance(raw_model, str) else ""
     seen: set[tuple[str, str]] = set()
     for it in items if isinstance(items, list) else []:
         if not isinstance(it, dict):
             continue
         job, rid, reply = it.get("job_id"), it.get("request_id"), it.get("reply_to")
-        if not all(isinstance(x, str) and _ID.match(x) for x in (job, rid, reply)) or (job, rid) in seen:
+        if not (isinstance(job, str) and isinstance(rid, str) and isinstance(reply, str)):
+            continue
+        if not all(_ID.match(x) for x in (job, rid, reply)) or (job, rid) in seen:
             continue
         seen.add((job, rid))
-        app = it.get("app") if isinstance(it.get("app"), str) and _ID.match(it["app"]) else "default"
+        app = it.get("app")
+        app = app if isinstance(app, str) and _ID.match(app) else "default"
         sub = it.get("submitted_ms")
         sub = float(sub) if isinstance(sub, (int, float)) and not isinstance(sub, bool) else now_ms
         result = Result(
             job_id=job, request_id=rid, app=app, model=model[:64], status="failed", reason=reason,
             worker=worker, timings=Timings(submitted_ms=sub, finished_ms=now_ms, total_ms=max(0.0, now_ms - sub)),
         )
-        out.append((result, reply))  # type: ignore[arg-type]
+        out.append((result, reply))
     return out
 
 

@@ -50,7 +50,7 @@ def convert(recordings: Path, cfg: LogMelConfig = LogMelConfig()) -> dict[str, n
 def write_npz(arrays: dict[str, np.ndarray], out: Path) -> None:
     """Compressed npz; numpy stamps zip entries with a fixed date, so reruns give equal bytes."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as allow_pickle
     out.write_bytes(buf.getvalue())
 
 

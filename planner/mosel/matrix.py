@@ -26,7 +26,7 @@ from .offline import cheapest_row
 from .strategy import ACC_TOL, Strategy
 from .synthetic import is_synthetic
 
-MATRIX_VERSION = 1
+MATRIX_VERSION: Literal[1] = 1
 
 
 def floor_grid(lo: float, hi: float, step: float) -> list[float]:

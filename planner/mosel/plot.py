@@ -8,14 +8,14 @@ from typing import Any
 COLORS = {"optimized": "tab:blue", "random": "tab:orange", "aggressive": "tab:green", "none": "tab:red"}
 
 
-def plot_fig5(report: dict, path: Path) -> Path:
+def plot_fig5(report: dict[str, Any], path: Path) -> Path:
     """Violations and throughput vs offered load per policy, accuracy per policy, robustness."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves: dict[str, list[dict]] = report["curves"]
+    curves: dict[str, list[dict[str, Any]]] = report["curves"]
     live = report.get("live")
     fig, ax = plt.subplots(3 if live else 2, 2, figsize=(11, 12 if live else 8))
     for policy, pts in curves.items():
@@ -68,7 +68,7 @@ def plot_fig5(report: dict, path: Path) -> Path:
     return path
 
 
-def _live_panels(viol: Any, thr: Any, live: dict, target: float) -> None:
+def _live_panels(viol: Any, thr: Any, live: dict[str, Any], target: float) -> None:
     """The live pipeline: violations and throughput vs offered load, per policy."""
     for policy, pts in live["runs"].items():
         x = [p["offered_jobs_s"] for p in pts]

@@ -22,11 +22,12 @@ class Selection:
         self.costs, self.policy = costs, policy
         self.matrix: StrategyMatrix | None = None
         self.selector: ModalitySelector | None = None
-        self._kw = {"seed": seed, "solve_budget_s": solve_budget_s, "learn_rate": learn_rate}
+        self._seed, self._budget_s, self._learn_rate = seed, solve_budget_s, learn_rate
 
     def use(self, matrix: StrategyMatrix) -> None:
         self.matrix, self.costs = matrix, matrix.costs
-        self.selector = ModalitySelector(matrix, self.policy, **self._kw)
+        self.selector = ModalitySelector(matrix, self.policy, seed=self._seed, solve_budget_s=self._budget_s,
+                                         learn_rate=self._learn_rate)
 
     def scale(self) -> float:
         """How much slower than profiled the worker runs, as the selector learnt from feedback."""

@@ -54,7 +54,8 @@ def size_distribution(spec: WorkloadSpec) -> np.ndarray:
     p = np.diff(cdf)
     p[0] += cdf[0]
     p[-1] += 1.0 - cdf[-1]
-    return p
+    probs: np.ndarray = p
+    return probs
 
 
 def make_jobs(costs: SubsetCosts, spec: WorkloadSpec, arrivals: np.ndarray, seed: int) -> list[QueuedJob]:

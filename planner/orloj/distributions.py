@@ -134,4 +134,5 @@ class ExecDistributions:
     @staticmethod
     def _mass(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
         counts, _ = np.histogram(np.clip(values, edges[0], edges[-1]), bins=edges)
-        return counts.astype(np.float64) / max(counts.sum(), 1)
+        mass: np.ndarray = counts.astype(np.float64) / max(counts.sum(), 1)
+        return mass

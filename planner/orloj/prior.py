@@ -9,11 +9,12 @@ which the policies then correct from feedback.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from adaserve.broker.errors import DataError
-from adaserve.broker.profiles import Profile
+from adaserve.broker.profiles import ExecHistogram, LatencyPoint, Profile
 from adaserve.planner.orloj.order_stats import expected_max_identical
 
 __all__ = ["Prior", "prior_from_profile"]
@@ -39,7 +40,10 @@ class Prior:
 DEFAULT = Prior(np.array([0.008, 0.012]), np.array([1.0]), 0.005, 0.2, 0.005, 0.002)
 
 
-def _pick(items: list, variant: str | None, device: str | None) -> list:
+_Point = TypeVar("_Point", ExecHistogram, LatencyPoint)
+
+
+def _pick(items: list[_Point], variant: str | None, device: str | None) -> list[_Point]:
     chosen = [i for i in items if (variant is None or i.variant == variant) and (device is None or i.device == device)]
     if chosen or variant is None:
         return chosen

@@ -135,7 +135,8 @@ class SizeQueues:
         n = scores.size
         idx = np.argpartition(scores, n - k)[n - k:] if k < n else np.arange(n)
         idx = idx[np.argsort(-scores[idx], kind="stable")]
-        return idx[scores[idx] > -np.inf].tolist()
+        picked: list[int] = idx[scores[idx] > -np.inf].tolist()
+        return picked
 
     def rebase(self, factor: float) -> None:
         self.alpha *= factor

@@ -118,7 +118,12 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
         model = models.pop()
     # every accepted job's delay, the ones that later expired too, in the order they were submitted
     lags = sorted((a.submitted_ms, a.ts) for a in accepted.values() if a.model == model and a.submitted_ms is not None)
-    size, wait, service, execs, transfer, ingress = [], [], [], [], [], []
+    size: list[int] = []
+    wait: list[float] = []
+    service: list[float] = []
+    execs: list[float] = []
+    transfer: list[float] = []
+    ingress: list[float] = []
     prev_end = -np.inf
     for f in sorted(finished, key=lambda f: f.ts):
         d = sent.get(f.batch_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import typer
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
             for name in [p for p in policy.split(",") if p]:
                 with Progress(console=err, transient=True) as bar:
                     task = bar.add_task(f"{name} on {w.name}", total=requests)
-                    res, secs = run(setup, name, progress=lambda n, task=task: bar.advance(task, n))
+                    res, secs = run(setup, name, progress=partial(bar.advance, task))
                 out = {"policy": name, "workload": w.name, "slo": slo, "load": round(offered, 4),
                        "rate_per_s": round(offered * saturation_rate(w, workers=workers, max_batch=max_batch), 3),
                        "requests": res.requests, "finish_rate": round(res.finish_rate, 4), "met": res.met,

@@ -85,4 +85,4 @@ def runner_of(session: ort.InferenceSession, device: str, io_binding: bool = Fal
     """The call that runs ``session``: IO binding on the GPU when asked for, else ``run``."""
     if device == "gpu" and io_binding:
         return BoundSession(session).run
-    return session.run  # type: ignore[return-value]  # the hot path: no wrapper around it
+    return session.run  # the hot path: no wrapper around it
