@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from adaserve.broker.messages import Request
 from adaserve.planner.core import Pending
+from adaserve.planner.state import HeldJob
 
 from .costs import SubsetCosts
 from .strategy import ACC_TOL, Strategy
@@ -53,8 +55,7 @@ def inputs_of(p: Pending) -> frozenset[str] | None:
     """The input names a request carries (``payload`` is ``(HeldJob, Request)`` live), or
     ``None`` when the payload does not say (then every subset is assumed possible)."""
     req = p.payload[1] if isinstance(p.payload, tuple) and len(p.payload) > 1 else None
-    inputs = getattr(req, "inputs", None)
-    return frozenset(inputs) if inputs is not None else None
+    return frozenset(req.inputs) if isinstance(req, Request) else None
 
 
 def feasible_subsets(costs: SubsetCosts, items: list[Pending]) -> list[int]:
@@ -91,5 +92,5 @@ def set_accuracy(items: list[Pending], accuracy: float) -> None:
     """Record the final effective accuracy on the planner's ``HeldJob`` (echoed into results)."""
     for p in items[:1]:
         held = p.payload[0] if isinstance(p.payload, tuple) and p.payload else None
-        if held is not None and hasattr(held, "accuracy"):
+        if isinstance(held, HeldJob):
             held.accuracy = accuracy
