@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+
+from adaserve.embedded import DEFAULT_PORT
 
 if TYPE_CHECKING:
     from adaserve.loadgen import LoadOptions
@@ -24,6 +28,9 @@ def up(
     split: list[str] | None = typer.Option(None, "--split", help="Planner split placement MODEL=FIRST:SECOND, e.g. "
                                                                  "effnet-lite0=gpu:cpu (repeatable)."),
     modality: str = typer.Option("optimized", help="MOSEL modality policy for av-digits: optimized, random, aggressive, none."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", min=0, max=65535,
+                             help="Port of the embedded server on 127.0.0.1 (0: any free port); "
+                                  "ignored with ADASERVE_REDIS_URL."),
 ) -> None:
     """Start the pipeline (embedded server unless ADASERVE_REDIS_URL is set) until Ctrl-C or SIGTERM."""
     from adaserve.broker import ConfigError, load_settings
@@ -38,7 +45,7 @@ def up(
     settings = load_settings()
     stop = stop_on_signals()
     stack = Stack(settings, cpu_workers=workers, gpu_worker=gpu, policy=policy, slots=slots, split=tuple(split or ()),
-                  modality=modality)
+                  modality=modality, server_port=port or None)
     with stack:
         _announce(stack)
         stack.wait_ready()
@@ -54,7 +61,9 @@ def _announce(stack: Stack) -> None:
     if stack.embedded:
         err.print(f"[yellow]embedded server[/] at {url} (data in {stack.settings.data_dir / 'server'}, AOF on). "
                   "It is for one machine: set ADASERVE_REDIS_URL to use a real Redis or Valkey.")
-    err.print(f"telemetry: ADASERVE_REDIS_URL={url} adaserve tail   logs: {stack.log_dir}")
+    err.print(f"your apps and the CLI: export ADASERVE_REDIS_URL={url}   logs: {stack.log_dir}")
+    err.print(f"the CLI is {Path(sys.executable).parent / 'adaserve'} (or `source .venv/bin/activate` in a checkout); "
+              "then `adaserve tail`, `adaserve stats`")
 
 
 def demo(

@@ -18,6 +18,10 @@ import redis
 
 from adaserve.broker.errors import EmbeddedServerError
 
+# ``adaserve up``'s server listens here unless told otherwise, so an app's URL stays the same
+# across restarts (6379 is left to a Redis the user may run beside it).
+DEFAULT_PORT = 6390
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -48,6 +52,10 @@ class EmbeddedServer:
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not _bindable(self.port):
+            raise EmbeddedServerError(
+                f"port {self.port} is in use on 127.0.0.1 (is `adaserve up` already running? then use it: "
+                f"ADASERVE_REDIS_URL={self.url}); choose another with --port, or --port 0 for any free one")
         args = [
             server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
             "--save", "", "--appendonly", "yes" if self.persist else "no",
@@ -89,3 +97,12 @@ class EmbeddedServer:
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

@@ -31,7 +31,7 @@ class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
                  policy: str = "orloj", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
                  log_dir: Path | None = None, split: tuple[str, ...] = (), modality: str = "optimized",
-                 persist: bool = True, server_dir: Path | None = None) -> None:
+                 persist: bool = True, server_dir: Path | None = None, server_port: int | None = None) -> None:
         if cpu_workers < 0:
             raise ValueError("cpu_workers must be >= 0")
         self.settings = settings
@@ -42,6 +42,7 @@ class Stack:
         self.gpu_worker = gpu_worker
         self.persist = persist  # the embedded server's AOF (off only for benchmarks)
         self.server_dir = server_dir or settings.data_dir / "server"
+        self.server_port = server_port  # the embedded server's; None: any free port
         self.log_dir = log_dir or settings.data_dir / "logs"
         self.server: EmbeddedServer | None = None
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
@@ -53,7 +54,7 @@ class Stack:
 
     def start(self: _S) -> _S:
         if not self.settings.redis_url:
-            self.server = EmbeddedServer(self.server_dir, persist=self.persist).start()
+            self.server = EmbeddedServer(self.server_dir, port=self.server_port, persist=self.persist).start()
             self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,

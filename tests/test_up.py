@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from adaserve.broker.errors import EmbeddedServerError
+from adaserve.embedded import EmbeddedServer, free_port
+
 pytestmark = pytest.mark.slow
 
 
@@ -25,7 +28,8 @@ def _alive(pid: int) -> bool:
 def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ADASERVE_REDIS_URL"}
     env["ADASERVE_DATA_DIR"] = str(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "adaserve", "up"], env=env, stdout=subprocess.PIPE,
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "adaserve", "up", "--port", str(port)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     deadline = time.time() + 90
@@ -37,6 +41,8 @@ def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path) -> No
             break
     assert any("ready" in x for x in lines), "".join(lines)
     assert any("embedded server" in x for x in lines)
+    assert any(f"export ADASERVE_REDIS_URL=redis://127.0.0.1:{port}/0" in x for x in lines)  # a stable address
+    assert any("the CLI is" in x for x in lines)
     children = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
     assert len(children) >= 3  # server, planner, worker
     proc.send_signal(signal.SIGTERM)
@@ -44,3 +50,9 @@ def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path) -> No
     time.sleep(0.5)
     assert not [c for c in children if _alive(c)]
     assert (tmp_path / "server" / "appendonlydir").is_dir()  # the embedded server kept an AOF
+
+
+def test_a_taken_port_is_one_clear_error(tmp_path: Path) -> None:
+    with EmbeddedServer(tmp_path / "a", persist=False) as first:
+        with pytest.raises(EmbeddedServerError, match=rf"port {first.port} is in use .* --port 0"):
+            EmbeddedServer(tmp_path / "b", port=first.port, persist=False).start()
