@@ -49,7 +49,24 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     cls=_OneLineErrors,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"adaserve {version('adaserve')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                      help="Print the version and exit."),
+) -> None:
+    """SLO-aware inference serving on Redis Streams."""
 
 for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli):
     module.register(app)

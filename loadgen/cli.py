@@ -42,12 +42,18 @@ def produce(
         summary = run_load(settings, opts, progress=progress)
     except AdaserveError as exc:
         raise cli_error(exc) from None
+    from adaserve.loadgen.summary import nothing_completed
+
     if json_out:
         typer.echo(summary.model_dump_json())
-        return
-    from adaserve.loadgen.report import print_summary
+    else:
+        from adaserve.loadgen.report import print_summary
 
-    print_summary(summary)
+        print_summary(summary)
+    problem = nothing_completed(summary)
+    if problem is not None:
+        # A run that served nothing is a failure to scripts and CI too, not just to the reader.
+        raise cli_error(RuntimeError(problem))
 
 
 def register(app: typer.Typer) -> None:

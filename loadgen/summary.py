@@ -85,3 +85,18 @@ def summarize(
         duration_s=duration_s, deadline_ms=deadline_ms, reasons=dict(reasons), generated_tokens=tokens,
         tokens_per_s=tokens / elapsed_s if tokens is not None and elapsed_s > 0 else None,
     )
+
+
+def nothing_completed(summary: LoadSummary) -> str | None:
+    """What to tell the user when a run completed no request at all (``None`` when some did):
+    the most common reason, and for a model no worker serves, how to build and serve it."""
+    if summary.completed or not summary.submitted:
+        return None
+    if not summary.reasons:
+        return (f"none of {summary.submitted} requests completed and none was answered: is a planner running "
+                "(`adaserve up`), and does ADASERVE_REDIS_URL point at its server?")
+    reason, count = max(summary.reasons.items(), key=lambda kv: kv[1])
+    if reason.startswith("unknown_model"):
+        return (f"none of {summary.submitted} requests completed: no worker serves model {summary.model!r}. "
+                f"Build it (`adaserve models build --only {summary.model}`) and restart the workers")
+    return f"none of {summary.submitted} requests completed; {count} ended with: {reason}"

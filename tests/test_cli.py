@@ -61,3 +61,11 @@ def test_the_installed_command_prints_one_line_for_a_bad_variable(tmp_path) -> N
                           text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().startswith(BAD_BLOCK) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_version_and_short_help() -> None:
+    from importlib.metadata import version
+
+    done = CliRunner().invoke(app, ["--version"])
+    assert done.exit_code == 0 and done.stdout.strip() == f"adaserve {version('adaserve')}"
+    assert CliRunner().invoke(app, ["produce", "-h"]).exit_code == 0

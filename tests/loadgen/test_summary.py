@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adaserve.broker.messages import Result, Timings
-from adaserve.loadgen.summary import summarize
+from adaserve.loadgen.summary import LoadSummary, nothing_completed, summarize
 from adaserve.producers.results import JobResult
 
 
@@ -64,3 +64,16 @@ def test_generated_tokens_are_counted_for_generation_runs() -> None:
     plain = summarize([job("j", res("j", "0", "completed", 10, 3))], run="r", model="m", pattern="constant",
                       jobs=1, submitted=1, duration_s=1.0, elapsed_s=1.0, deadline_ms=100)
     assert plain.generated_tokens is None and plain.tokens_per_s is None
+
+
+def _summary(*results: Result) -> LoadSummary:
+    return summarize([job("j", *results)], run="r", model="effnet-lite0", pattern="poisson", jobs=1,
+                     submitted=len(results), duration_s=1.0, elapsed_s=1.0, deadline_ms=100, labels=None)
+
+
+def test_a_run_that_completed_nothing_says_why_and_what_to_do() -> None:
+    unknown = res("j", "r0", "rejected", 1, reason="unknown_model: no live worker serves model 'effnet-lite0'")
+    assert "adaserve models build --only effnet-lite0" in str(nothing_completed(_summary(unknown, unknown)))
+    late = res("j", "r0", "expired", 1, reason="deadline")
+    assert "1 ended with: deadline" in str(nothing_completed(_summary(late)))
+    assert nothing_completed(_summary(res("j", "r0", "completed", 1, pred=1), late)) is None
