@@ -77,6 +77,13 @@ class EmbeddedServer:
         self.stop()
         raise EmbeddedServerError(self._failure(f"did not answer within {timeout_s} s"))
 
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._proc is None else self._proc.returncode
+
     def _failure(self, what: str) -> str:
         log = self.data_dir / "server.log"
         tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
@@ -101,6 +108,8 @@ class EmbeddedServer:
 
 def _bindable(port: int) -> bool:
     with socket.socket() as s:
+        # as the server itself binds: connections of a previous life in TIME_WAIT do not count
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -110,7 +110,12 @@ class Stack:
         raise AdaserveError(f"workers not ready after {timeout_s:.0f} s; see logs in {self.log_dir}")
 
     def check(self) -> None:
-        """Raise when a child has died (its log says why)."""
+        """Restart the embedded server if it died (the children wait the outage out and carry on
+        from its AOF); raise when a child has died (its log says why)."""
+        if self.server is not None and not self.server.alive():
+            log.warning("the embedded server exited (code %s); restarting it from its data in %s",
+                        self.server.returncode, self.server.data_dir)
+            self.server.start()
         for name, proc in self.children:
             if proc.poll() is not None:
                 raise AdaserveError(f"{name} exited with code {proc.returncode}; see {self.log_dir / (name + '.log')}")

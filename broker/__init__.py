@@ -5,6 +5,7 @@ from adaserve.broker.codec import decode, encode, peek, unpack, validate
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import (
     AdaserveError,
+    BrokerUnavailable,
     BuildError,
     ConfigError,
     DataError,
@@ -35,6 +36,7 @@ from adaserve.broker.messages import (
     Slo,
     Timings,
 )
+from adaserve.broker.outage import Outage, is_transient, ride_out
 from adaserve.broker.probe import ServerInfo, probe
 from adaserve.broker.settings import Limits, Settings, load_connected_settings, load_limits, load_settings
 from adaserve.broker.tensors import Tensor
@@ -46,6 +48,7 @@ __all__ = [
     "AdaserveError",
     "Batch",
     "BatchItem",
+    "BrokerUnavailable",
     "BuildError",
     "ConfigError",
     "DataError",
@@ -65,6 +68,7 @@ __all__ = [
     "Limits",
     "ModelLoadError",
     "ModelNotFound",
+    "Outage",
     "Packed",
     "Placement",
     "Plan",
@@ -80,11 +84,13 @@ __all__ = [
     "connect",
     "decode",
     "encode",
+    "is_transient",
     "load_connected_settings",
     "load_limits",
     "load_settings",
     "peek",
     "probe",
+    "ride_out",
     "unpack",
     "validate",
 ]

@@ -18,6 +18,8 @@
     │                             (names, shape, dtype, prompt length); that request alone
     │                             fails (also a ``ValueError``)
     ├── ServerUnsupported         the Redis-compatible server lacks a required command
+    ├── BrokerUnavailable         the broker stayed unreachable longer than ADASERVE_MAX_OUTAGE_S
+    │                             (shorter outages are waited out, never raised)
     ├── ModelNotFound             a model or variant with no built artifact
     ├── ModelLoadError            a built model that the runtime could not load
     ├── BuildError                a model build whose own checks failed (e.g. split != whole)
@@ -89,6 +91,10 @@ class InputError(AdaserveError, ValueError):
 
 class ServerUnsupported(AdaserveError):
     """The server lacks a command adaserve needs."""
+
+
+class BrokerUnavailable(AdaserveError):
+    """The broker stayed unreachable past the configured longest outage."""
 
 
 class ModelNotFound(AdaserveError):

@@ -56,12 +56,14 @@ class Finalizer:
         self._script = r.register_script(_LUA)
         self._register = r.register_script(_REGISTER)
 
-    def register(self, job: Job, entry_id: str, submitted_ms: float, *,
+    def register(self, job: Job, entry_id: str, submitted_ms: float, *, digest: str = "",
                  pipe: redis.client.Pipeline[bytes] | None = None) -> int:
         """Create the job hash once. Returns 1 for a new job, 0 for a redelivery of the same
-        stream entry (counters kept), -1 when another entry already used this job id. With
-        ``pipe`` the call is queued there and the code comes back from ``pipe.execute()``."""
-        args: list[object] = [entry_id, len(job.requests)]
+        stream entry (counters kept), -2 for another entry with the same job id and the same
+        ``digest`` of its bytes (a producer re-sent a job whose XADD reply it lost: a duplicate to
+        drop), and -1 when another entry used this job id for other content. With ``pipe`` the
+        call is queued there and the code comes back from ``pipe.execute()``."""
+        args: list[object] = [entry_id, len(job.requests), digest]
         for kv in (("id", job.id), ("app", job.app), ("model", job.model), ("run", job.run),
                    ("remaining", len(job.requests)), ("submitted_ms", submitted_ms),
                    ("deadline_ms", job.slo.deadline_ms)):
@@ -97,10 +99,11 @@ _REGISTER = """
 local prev = redis.call('HGET', KEYS[1], 'entry')
 if prev then
   if prev == ARGV[1] then return 0 end
+  if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'digest') == ARGV[3] then return -2 end
   return -1
 end
-redis.call('HSET', KEYS[1], 'entry', ARGV[1], 'n', ARGV[2])
-for i = 3, #ARGV - 1, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'entry', ARGV[1], 'n', ARGV[2], 'digest', ARGV[3])
+for i = 4, #ARGV - 1, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', KEYS[1], ARGV[#ARGV])
 return 1
 """

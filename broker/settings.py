@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     consumed_keep_s: float = Field(30.0, ge=1.0, le=86_400.0)
     telemetry_maxlen: int = Field(1_000_000, ge=1000)
     result_ttl_s: int = Field(3600, ge=10)
+    # Longest broker outage a process waits out before it gives up; unset: wait for ever (a
+    # restart, failover or network blip is never a reason for a service to exit).
+    max_outage_s: float | None = Field(None, gt=0)
 
     @field_validator("namespace")
     @classmethod

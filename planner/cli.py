@@ -36,7 +36,10 @@ def planner(
         raise cli_error(exc) from None
     setup_logging(log_level)
     stop = stop_on_signals()
-    Planner(load_settings(), config).run(stop)
+    try:
+        Planner(load_settings(), config).run(stop)
+    except AdaserveError as exc:  # a bad setting, or an outage past ADASERVE_MAX_OUTAGE_S
+        raise cli_error(exc) from None
 
 
 def register(app: typer.Typer) -> None:

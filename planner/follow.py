@@ -91,6 +91,12 @@ class Follower:
                 continue
             self.pools.heartbeat(beat)
 
+    def reset(self) -> None:
+        """Forget the batches in flight and the groups seen (after an outage the server may have
+        lost both); what was measured about the pools stays."""
+        self.inflight = Inflight()
+        self._known_groups.clear()
+
     def read(self, block_ms: int | None, scheds: Mapping[str, Scheduler]) -> None:
         """Apply the telemetry that arrived since the last read (waiting up to ``block_ms``)."""
         entries = streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms)

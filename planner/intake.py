@@ -9,6 +9,8 @@ another planner left idle.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import Callable, Sequence
 
 import redis
@@ -26,6 +28,12 @@ from adaserve.planner.pools import Pools
 from adaserve.planner.validate import check_job
 
 Admitted = tuple[Entry, Job, set[str]]
+log = logging.getLogger(__name__)
+
+
+def digest(raw: bytes | None) -> str:
+    """What tells a producer's re-send of a job (same bytes) from a clash of job ids."""
+    return hashlib.blake2b(raw or b"", digest_size=16).hexdigest()
 
 
 class Intake:
@@ -56,13 +64,17 @@ class Intake:
             return []
         with self.r.pipeline(transaction=False) as p:
             for e, job in valid:
-                self.fin.register(job, e.id, float(e.ms), pipe=p)
+                self.fin.register(job, e.id, float(e.ms), digest=digest(e.raw), pipe=p)
             codes = p.execute()
         again = [job for (_, job), code in zip(valid, codes) if int(code) == 0]
         done = self._ended(again)
         out: list[Admitted] = []
         for (e, job), code in zip(valid, codes):
-            if int(code) == -1:
+            if int(code) == -2:
+                log.info("job %s arrived again with the same content (entry %s): a producer's retry, dropped",
+                         job.id, e.id)
+                pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
+            elif int(code) == -1:
                 self._reject(pipe, e, InvalidMessage("duplicate", f"job id {job.id!r} was already submitted"), now_ms)
             else:
                 out.append((e, job, done.get(job.id, set())))
@@ -73,6 +85,17 @@ class Intake:
         reclaims them while their requests wait here."""
         for i in range(0, len(entry_ids), 500):
             self.r.xclaim(self.keys.jobs, PLANNER_GROUP, consumer, 0, list(entry_ids[i:i + 500]), justid=True)
+
+    def own(self, consumer: str) -> list[Entry]:
+        """Every entry pending with ``consumer``: what it read and has not acked yet."""
+        out: list[Entry] = []
+        cursor = "0"
+        while True:
+            got = streams.read_group(self.r, {self.keys.jobs: cursor}, PLANNER_GROUP, consumer, count=500)
+            if not got:
+                return out
+            out += got
+            cursor = got[-1].id
 
     def reclaim(self, consumer: str, mine: set[str]) -> list[Entry]:
         """Entries idle past ``reclaim_idle_ms`` in other planners' hands, now ``consumer``'s."""

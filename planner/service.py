@@ -13,12 +13,15 @@ import logging
 import threading
 import time
 
+import redis
+
 from adaserve.broker import streams
 from adaserve.broker.clock import ServerClock
 from adaserve.broker.connection import connect
 from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
+from adaserve.broker.outage import Outage, is_transient
 from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
@@ -69,20 +72,60 @@ class Planner:
         self._next_clock = time.time() + 30.0
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> None:
-        streams.ensure_group(self.r, self.keys.jobs, PLANNER_GROUP)
+    def start(self, *, rebuilt: bool = False) -> None:
+        """Join the planners' group and take up what this planner holds on the server; with
+        ``rebuilt`` (after an outage) the jobs it had read come back from its pending entries."""
+        if streams.ensure_group(self.r, self.keys.jobs, PLANNER_GROUP) and rebuilt:
+            log.error("the planners' consumer group was gone when the broker came back: the server lost "
+                      "its data (no persistence, or a failover to a replica without it); jobs submitted "
+                      "before the outage and not yet planned are lost, and their producers will time out")
         self._sync_clock()
         self.follow.start()
+        if rebuilt:
+            own = self.intake.own(self.consumer)
+            if own:
+                log.info("re-admitting %d job entries this planner held before the outage", len(own))
+                self._admit(own)
         self._reclaim()
 
     def run(self, stop: threading.Event) -> None:
-        self.start()
-        log.info("planner %s up (policy %s, modality %s)", self.consumer, self.config.policy, self.config.modality)
+        """Plan until ``stop``; a broker outage is waited out (backoff, one line when it starts and
+        one when it ends), never a reason to exit, unless it outlasts ``max_outage_s``."""
+        outage = Outage(f"planner {self.consumer}", max_s=self.settings.max_outage_s, logger=log)
+        started = False
         try:
             while not stop.is_set():
-                self.step()
+                try:
+                    if not started:
+                        self.start()
+                        started = True
+                        log.info("planner %s up (policy %s, modality %s)", self.consumer, self.config.policy,
+                                 self.config.modality)
+                    elif outage.down:
+                        self._rebuild()
+                    self.step()
+                except redis.RedisError as exc:
+                    if not is_transient(exc):
+                        raise
+                    stop.wait(outage.failed(exc))
+                    continue
+                outage.recovered()
         finally:
             self.close()
+
+    def _rebuild(self) -> None:
+        """Start again from what the server holds. Whether the commands queued when the connection
+        broke were applied is unknown, so this planner drops everything it kept about jobs and
+        re-reads its pending ingress entries: a request already ended stays ended (its flag is on
+        the server), one already sent in a batch may run twice, and the finaliser keeps its
+        first result only. The schedulers start again from the models' profiles; the pools'
+        measured delays are kept."""
+        self._pipe.reset()
+        self.close()
+        self.scheds.clear()
+        self.held.clear()
+        self.follow.reset()
+        self.start(rebuilt=True)
 
     def close(self) -> None:
         """Stop what schedulers run beside the loop (MOSEL's monitor thread)."""
@@ -123,7 +166,11 @@ class Planner:
         self._admit(entries)
 
     def _admit(self, entries: list[streams.Entry]) -> None:
-        for e, job, done in self.intake.admit(entries, self.pools, self._pipe, self.now_ms()):
+        # An entry delivered again while held (a group's last-delivered-id moved back by an AOF
+        # restart, redis #7105) is already being planned.
+        held = {h.entry_id for h in self.held.values()}
+        fresh = [e for e in entries if e.id not in held]
+        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self.now_ms()):
             self._hold(e, job, done)
 
     def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:

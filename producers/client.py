@@ -1,5 +1,9 @@
 """The producer SDK: submit jobs, and collect their results from the client's own reply stream.
 
+A broker outage is waited out (``ADASERVE_MAX_OUTAGE_S`` bounds the wait): a submission whose
+XADD reply was lost is sent again, and the planner drops the copy that may have landed twice;
+handles stay valid and their results arrive once the broker is back.
+
 Every client has one reply stream (``Keys(ns).reply(client_id)``). Results are read from it with
 XREAD BLOCK after the last id seen and filed by job id. Any thread may wait on any handle: one
 waiter at a time reads the stream for all of them (leader/followers around one condition), so
@@ -16,11 +20,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 
+import redis
+
 from adaserve.broker.codec import decode
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Job
+from adaserve.broker.outage import Outage, is_transient, ride_out
 from adaserve.broker.settings import Limits, Settings, default_limits, load_limits
 from adaserve.broker.streams import Entry, publish, read
 from adaserve.producers.handle import JobHandle
@@ -51,6 +58,7 @@ class Client:
         self._block_ms = read_block_ms
         self._chunk = max(1, chunk)
         self._r = connect(settings, block_ms=read_block_ms)
+        self._outage = Outage(f"client {cid}", max_s=settings.max_outage_s, wait_first=False, logger=log)
         self._cond = threading.Condition()
         self._reading = False
         self._last = "0-0"
@@ -93,13 +101,18 @@ class Client:
         return handles
 
     def _xadd(self, raws: list[bytes]) -> list[str]:
+        """XADD, sent again after an outage: a copy that landed twice is the planner's to drop."""
         stream, maxlen = self._keys.jobs, self.settings.stream_maxlen
-        if len(raws) == 1:
-            return [publish(self._r, stream, raws[0], maxlen)]
-        pipe = self._r.pipeline(transaction=False)
-        for raw in raws:
-            pipe.xadd(stream, {b"m": raw}, maxlen=maxlen, approximate=True)
-        return [i.decode() if isinstance(i, bytes) else str(i) for i in pipe.execute()]
+
+        def send() -> list[str]:
+            if len(raws) == 1:
+                return [publish(self._r, stream, raws[0], maxlen)]
+            pipe = self._r.pipeline(transaction=False)
+            for raw in raws:
+                pipe.xadd(stream, {b"m": raw}, maxlen=maxlen, approximate=True)
+            return [i.decode() if isinstance(i, bytes) else str(i) for i in pipe.execute()]
+
+        return ride_out(send, self._outage)
 
     def _track(self, items: list[Tracked]) -> None:
         with self._cond:
@@ -167,13 +180,26 @@ class Client:
                 self._reading = True
                 self._cond.release()
                 try:
-                    entries = read(self._r, {self.reply_stream: self._last}, count=512, block_ms=block)
+                    entries = self._read(block, left)
                 finally:
                     self._cond.acquire()
                     self._reading = False
                     self._cond.notify_all()
                 self._file(entries)
             return True
+
+    def _read(self, block_ms: int, left: float | None) -> list[Entry]:
+        """One read of the reply stream; during an outage, one backoff pause (within ``left``)."""
+        try:
+            entries = read(self._r, {self.reply_stream: self._last}, count=512, block_ms=block_ms)
+        except redis.RedisError as exc:
+            if not is_transient(exc):
+                raise
+            pause = self._outage.failed(exc)
+            time.sleep(pause if left is None else max(0.0, min(pause, left)))
+            return []
+        self._outage.recovered()
+        return entries
 
     def _file(self, entries: list[Entry]) -> None:
         for e in entries:
@@ -195,13 +221,18 @@ class Client:
         self._since_trim += len(entries)
         if self._since_trim >= _TRIM_EVERY:
             self._since_trim = 0
-            self._r.xtrim(self.reply_stream, minid=self._last, approximate=True)
+            try:
+                self._r.xtrim(self.reply_stream, minid=self._last, approximate=True)
+            except redis.RedisError as exc:  # housekeeping: the next trim catches up
+                log.debug("reply stream not trimmed: %s", exc)
 
     # -- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
         """Delete the reply stream and drop the connections."""
         try:
             self._r.delete(self.reply_stream)
+        except redis.RedisError as exc:  # it expires on its own (result TTL)
+            log.warning("reply stream %s not deleted: %s", self.reply_stream, exc)
         finally:
             self._r.close()
 

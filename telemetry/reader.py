@@ -18,6 +18,7 @@ from adaserve.broker.codec import FIELD, decode
 from adaserve.broker.errors import InvalidArgument, InvalidMessage
 from adaserve.broker.events import EVENT_TYPES, Event
 from adaserve.broker.keys import Keys
+from adaserve.broker.outage import Outage, is_transient
 from adaserve.broker.settings import Settings
 from adaserve.broker.streams import last_id, read
 
@@ -66,6 +67,7 @@ class Received:
 class TelemetryReader:
     def __init__(self, r: redis.Redis[bytes], settings: Settings) -> None:
         self._r = r
+        self.outage = Outage("telemetry reader", max_s=settings.max_outage_s, wait_first=False)
         self.stream = Keys(settings.namespace).telemetry
         self.undecodable = 0
 
@@ -128,11 +130,18 @@ class TelemetryReader:
         stop: Callable[[], bool] | None = None, idle_s: float | None = None,
     ) -> Iterator[Received]:
         """New events after id ``after`` (``$``: from now), until ``stop()`` or ``idle_s``
-        seconds without a matching event."""
+        seconds without a matching event. A broker outage is waited out."""
         last = self.latest_id() if after == "$" else after
         quiet_since = time.monotonic()
         while not (stop and stop()):
-            entries = read(self._r, {self.stream: last}, count=1000, block_ms=block_ms)
+            try:
+                entries = read(self._r, {self.stream: last}, count=1000, block_ms=block_ms)
+            except redis.RedisError as exc:
+                if not is_transient(exc):
+                    raise
+                time.sleep(self.outage.failed(exc))
+                continue
+            self.outage.recovered()
             for e in entries:
                 last = e.id
                 got = self._decode(e.id, e.raw, keep)

@@ -57,7 +57,7 @@ def worker(
             def on_load(model: str, i: int, n: int) -> None:
                 progress.update(task, completed=i, total=max(n, 1), description=model)
 
-            w.start(on_load)
+            w.start(on_load, stop=stop)
         w.run(stop)  # also when a signal came during start: it then only says goodbye
     except AdaserveError as exc:
         err.print(f"[red]adaserve worker: {exc}[/red]", soft_wrap=True)

@@ -17,8 +17,10 @@ import redis
 from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode
 from adaserve.broker.connection import connect
+from adaserve.broker.errors import BrokerUnavailable
 from adaserve.broker.events import WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
+from adaserve.broker.outage import Outage, is_transient
 from adaserve.broker.settings import Settings
 from adaserve.workers.gpu import GpuMonitor
 from adaserve.workers.slots import Slots
@@ -30,9 +32,11 @@ class Heartbeat:
     def __init__(
         self, settings: Settings, *, worker: str, pool: str, device: str, slots: Slots,
         models: Callable[[], list[str]], clock: ServerClock, gpu: GpuMonitor | None = None,
-        inputs: Callable[[], dict[str, dict[str, dict[str, object]]]] = dict,
+        inputs: Callable[[], dict[str, dict[str, dict[str, object]]]] = dict, outage: Outage | None = None,
     ) -> None:
         self._s = settings
+        # shared with the reader: an outage is logged once for the whole worker
+        self._outage = outage or Outage(f"worker {worker}", max_s=settings.max_outage_s, logger=log)
         self._keys = Keys(settings.namespace)
         self._stream = self._keys.batches(pool)
         self.worker, self.pool, self.device = worker, pool, device
@@ -94,8 +98,15 @@ class Heartbeat:
                     self.beat()
                 else:
                     self.renew()
+                self._outage.recovered()
             except redis.RedisError as exc:
-                log.warning("heartbeat failed: %s", exc)  # the next beat retries; a gap is tolerated
+                if not is_transient(exc):
+                    log.warning("heartbeat failed: %s", exc)  # the next beat retries; a gap is tolerated
+                    continue
+                try:
+                    self._outage.failed(exc)  # the tick paces the retries
+                except BrokerUnavailable:
+                    pass  # the reader gives up for the worker
             except Exception:
                 log.exception("heartbeat failed")
 

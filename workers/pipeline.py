@@ -12,8 +12,9 @@ import redis
 
 from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import decode
-from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.errors import BrokerUnavailable, InvalidMessage
 from adaserve.broker.messages import Batch
+from adaserve.broker.outage import Outage, is_transient
 from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.streams import Entry, deliveries, ensure_group, read_group
 from adaserve.workers.execute import BatchOutcome
@@ -39,7 +40,7 @@ class Reader:
     def __init__(
         self, r: redis.Redis[bytes], settings: Settings, *, pool: str, worker: str, slots: Slots,
         limits: Limits, reclaimer: Reclaimer, clock: ServerClock,
-        todo: queue.Queue[Work | None], done: queue.Queue[Work | None],
+        todo: queue.Queue[Work | None], done: queue.Queue[Work | None], outage: Outage | None = None,
     ) -> None:
         self._r = r
         self._s = settings
@@ -50,12 +51,13 @@ class Reader:
         self._reclaimer = reclaimer
         self._clock = clock
         self._todo, self._done = todo, done
+        self.outage = outage or Outage(f"worker {worker}", max_s=settings.max_outage_s, logger=log)
+        self.gave_up: BrokerUnavailable | None = None
         # A worker restarted under the same name first serves what its previous life left pending.
         self._own_cursor: str | None = "0"
 
     def loop(self, stop: threading.Event) -> None:
         next_reclaim = 0.0
-        backoff = 0.0
         try:
             while not stop.is_set():
                 try:
@@ -65,25 +67,32 @@ class Reader:
                     free = self._slots.wait_free(self._s.block_ms / 1000.0)
                     if free and not stop.is_set():
                         self._read(free)
-                    backoff = 0.0
-                except (redis.ConnectionError, redis.TimeoutError) as exc:
-                    backoff = min(5.0, max(0.2, backoff * 2))
-                    log.warning("redis unavailable (%s); retrying in %.1f s", exc, backoff)
-                    stop.wait(backoff)
-                except redis.ResponseError as exc:
-                    if "NOGROUP" in str(exc):  # stream or group deleted under us: recreate it
-                        try:
-                            ensure_group(self._r, self.stream, self.pool)
-                        except redis.RedisError:
-                            stop.wait(1.0)
-                        continue
-                    log.warning("redis refused a read (%s); retrying in 1 s", exc)
-                    stop.wait(1.0)
+                    self.outage.recovered()
+                except redis.RedisError as exc:
+                    if is_transient(exc):
+                        stop.wait(self.outage.failed(exc))
+                    elif "NOGROUP" in str(exc):  # stream or group deleted under us: recreate it
+                        self._regroup(stop)
+                    else:
+                        log.warning("redis refused a read (%s); retrying in 1 s", exc)
+                        stop.wait(1.0)
+                except BrokerUnavailable as exc:
+                    log.error("%s; the worker stops", exc)
+                    self.gave_up = exc
+                    stop.set()
                 except Exception:
                     log.exception("unexpected error in the reader; retrying in 1 s")
                     stop.wait(1.0)
         finally:
             self._todo.put(None)
+
+    def _regroup(self, stop: threading.Event) -> None:
+        log.error("the consumer group of pool %s was gone: the server lost its data (a restart without "
+                  "persistence, or a failover to a replica without it); batches it held are lost", self.pool)
+        try:
+            ensure_group(self._r, self.stream, self.pool)
+        except redis.RedisError:
+            stop.wait(1.0)
 
     def _read(self, free: int) -> None:
         cursor = self._own_cursor
@@ -127,6 +136,9 @@ def publish_loop(publisher: Publisher, slots: Slots, done: queue.Queue[Work | No
             return
         try:
             _publish(publisher, work)
+        except BrokerUnavailable as exc:
+            log.warning("batch entry %s left pending (%s); a worker reclaims it once the broker is back",
+                        work.entry.id, exc)
         except Exception:
             log.exception("could not finish batch entry %s", work.entry.id)
         finally:
@@ -142,7 +154,7 @@ def _publish(publisher: Publisher, work: Work) -> None:
     elif work.batch is not None and work.outcome is not None:
         try:
             publisher.finish(work.entry, work.batch, work.outcome, work.deliveries)
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, BrokerUnavailable):
             raise
         except Exception as exc:
             log.exception("results of batch %s could not be published", work.batch.id)

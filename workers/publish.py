@@ -9,7 +9,7 @@ repeats the dead letter, while the results stay exactly once.
 from __future__ import annotations
 
 import logging
-import time
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -22,6 +22,7 @@ from adaserve.broker.events import BatchFinished, RequestTiming
 from adaserve.broker.finalize import Ending, Finalizer, Packed
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Batch, Result
+from adaserve.broker.outage import Outage, ride_out
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import Entry, ack, dead_letter
 from adaserve.workers.execute import BatchOutcome
@@ -30,13 +31,15 @@ from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, 
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_RETRY_S = (0.1, 0.5, 2.0)
 
 
 class Publisher:
     def __init__(self, r: redis.Redis[bytes], settings: Settings, *, worker: str, pool: str,
-                 device: str, clock: ServerClock, limits: Limits | None = None) -> None:
+                 device: str, clock: ServerClock, limits: Limits | None = None, outage: Outage | None = None,
+                 stop: threading.Event | None = None) -> None:
         self._r = r
+        self._outage = outage or Outage(f"worker {worker}", max_s=settings.max_outage_s, logger=log)
+        self._stop = stop
         self._s = settings
         self._keys = Keys(settings.namespace)
         self._fin = Finalizer(r, settings)
@@ -101,16 +104,11 @@ class Publisher:
                                     model=model if isinstance(model, str) else "", device=self._device,
                                     size=len(items), exec_ms=0.0, items=items))
 
-    @staticmethod
-    def _retry(fn: Callable[[], T]) -> T:
-        """Ride out a short connection loss; every call made through here is idempotent or harmless twice."""
-        for pause in _RETRY_S:
-            try:
-                return fn()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                log.warning("redis unavailable (%s); retrying in %.1f s", exc, pause)
-                time.sleep(pause)
-        return fn()
+    def _retry(self, fn: Callable[[], T]) -> T:
+        """Ride out a broker outage; every call made through here is idempotent or harmless twice.
+        Once the worker is stopping, an outage ends the wait (``BrokerUnavailable``): the batch
+        stays pending and is reclaimed, rather than holding up the shutdown."""
+        return ride_out(fn, self._outage, stop=self._stop)
 
 
 def _body(raw: bytes | None) -> dict[str, object]:

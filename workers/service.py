@@ -19,6 +19,7 @@ from adaserve.broker.clock import ServerClock
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import ConfigError, ModelLoadError, ModelNotFound
 from adaserve.broker.keys import Keys
+from adaserve.broker.outage import Outage, ride_out
 from adaserve.broker.probe import probe
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import ensure_group
@@ -61,17 +62,19 @@ class Worker:
         self._started = False
         self.runners: RunnerCache | None = None
         self._heartbeat: Heartbeat | None = None
+        # one per worker, shared by its threads, so that an outage is told once
+        self.outage = Outage(f"worker {self.id}", max_s=settings.max_outage_s, logger=log)
 
-    def start(self, on_load: Callable[[str, int, int], None] | None = None) -> None:
-        """Connect, check the device, load the models and announce the worker (idempotent)."""
+    def start(self, on_load: Callable[[str, int, int], None] | None = None, *,
+              stop: threading.Event | None = None) -> None:
+        """Connect, check the device, load the models and announce the worker (idempotent). A
+        broker that is not there yet is waited for (until ``stop`` or ``max_outage_s``)."""
         if self._started:
             return
         if self.device == "gpu":
             _require_gpu()
         self._r = connect(self.settings)
-        probe(self._r)  # XAUTOCLAIM and friends: refuse an unsuitable server before taking work
-        ensure_group(self._r, self.stream, self.pool)
-        self.clock.sync(self._r)
+        ride_out(self._join, self.outage, stop=stop)
         load = self._load
         if load is None:
             from adaserve.workers.runtime import load_runner
@@ -83,12 +86,17 @@ class Worker:
         gpu = GpuMonitor.open() if self.device == "gpu" else None
         self._heartbeat = Heartbeat(self.settings, worker=self.id, pool=self.pool, device=self.device,
                                     slots=self.slots, models=self.models, clock=self.clock, gpu=gpu,
-                                    inputs=self.runners.inputs)
-        self._heartbeat.beat()
+                                    inputs=self.runners.inputs, outage=self.outage)
+        ride_out(self._heartbeat.beat, self.outage, stop=stop)
         self._heartbeat.start()
         self._started = True
         log.info("worker %s serving pool %s on %s with %d slot(s); models: %s", self.id, self.pool,
                  self.device, self.slots.total, ", ".join(self._advertised) or "none yet")
+
+    def _join(self) -> None:
+        probe(self._r)  # XAUTOCLAIM and friends: refuse an unsuitable server before taking work
+        ensure_group(self._r, self.stream, self.pool)
+        self.clock.sync(self._r)
 
     def models(self) -> list[str]:
         loaded = self.runners.models() if self.runners is not None else []
@@ -96,16 +104,17 @@ class Worker:
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set, then finish every batch already read and leave."""
-        self.start()
+        self.start(stop=stop)
         assert self.runners is not None and self._heartbeat is not None
         executor = Executor(self.runners, self.clock, max_output_elements=self.config.max_output_elements)
         publisher = Publisher(self._r, self.settings, worker=self.id, pool=self.pool, device=self.device,
-                              clock=self.clock, limits=self._limits)
+                              clock=self.clock, limits=self._limits, outage=self.outage, stop=stop)
         reclaimer = Reclaimer(self._r, self.settings, pool=self.pool, worker=self.id)
         todo: queue.Queue[Work | None] = queue.Queue()
         done: queue.Queue[Work | None] = queue.Queue()
         reader = Reader(self._r, self.settings, pool=self.pool, worker=self.id, slots=self.slots,
-                        limits=self._limits, reclaimer=reclaimer, clock=self.clock, todo=todo, done=done)
+                        limits=self._limits, reclaimer=reclaimer, clock=self.clock, todo=todo, done=done,
+                        outage=self.outage)
         threads = [threading.Thread(target=reader.loop, args=(stop,), name=f"reader-{self.id}", daemon=True),
                    threading.Thread(target=publish_loop, args=(publisher, self.slots, done),
                                     name=f"publisher-{self.id}", daemon=True)]
@@ -141,6 +150,8 @@ class Worker:
             self._heartbeat.stop(goodbye=True)
             self._r.close()
             log.info("worker %s stopped", self.id)
+        if reader.gave_up is not None:
+            raise reader.gave_up
 
     def _announce_drain(self, stop: threading.Event) -> None:
         """Tell planners at once that this worker takes no more batches (slots 0 while draining)."""
