@@ -59,6 +59,10 @@ class Stack:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,
                "ADASERVE_NAMESPACE": self.settings.namespace, "ADASERVE_DATA_DIR": str(self.settings.data_dir)}
+        for name in ("tls_ca_file", "tls_cert_file", "tls_key_file"):  # the children connect as this one does
+            value = getattr(self.settings, name)
+            if value is not None:
+                env[f"ADASERVE_{name.upper()}"] = str(value)
         self._env = env
         self._spawn("planner", self._planner_args(), env)
         worker = ["worker", "--pool", "cpu", "--slots", str(self.slots)]

@@ -1,11 +1,27 @@
-"""Redis connections with timeouts that suit blocking stream reads."""
+"""Every Redis connection adaserve makes: plain, TLS (``rediss://``) or through Redis Sentinel
+(``redis+sentinel://``), with timeouts that suit blocking stream reads.
+
+Nothing else in the tree builds a client from the URL, so TLS and Sentinel apply to every
+process and tool alike (rq's queues and workers are handed a client made here too).
+"""
 
 from __future__ import annotations
 
+import ssl
+from typing import Any
+
 import redis
+from redis.sentinel import Sentinel
 
 from adaserve.broker.errors import ConfigError
+from adaserve.broker.sentinel import is_sentinel_url, parse_sentinel_url
 from adaserve.broker.settings import Settings
+
+__all__ = ["connect", "tls_untrusted"]
+
+# Asking a sentinel where the primary is takes one short round trip; a sentinel host that is down
+# should cost the next one in the list little, not the 5 s a primary gets to accept a connection.
+_SENTINEL_TIMEOUT_S = 1.0
 
 
 def connect(settings: Settings, *, block_ms: int | None = None) -> redis.Redis[bytes]:
@@ -17,10 +33,67 @@ def connect(settings: Settings, *, block_ms: int | None = None) -> redis.Redis[b
     if not settings.redis_url:
         raise ConfigError("no Redis URL: set ADASERVE_REDIS_URL or use `adaserve up`, which starts one")
     block = settings.block_ms if block_ms is None else block_ms
-    return redis.Redis.from_url(
-        settings.redis_url,
+    options: dict[str, Any] = dict(
         socket_timeout=block / 1000.0 + 1.0,
         socket_connect_timeout=5.0,
         health_check_interval=30,
         decode_responses=False,
     )
+    if is_sentinel_url(settings.redis_url):
+        return _through_sentinel(settings.redis_url, options)
+    if settings.redis_url.startswith("rediss://"):
+        options.update(connection_class=_TLSConnection, ssl_cert_reqs="required", ssl_ca_certs=_path(settings.tls_ca_file),
+                       ssl_certfile=_path(settings.tls_cert_file), ssl_keyfile=_path(settings.tls_key_file))
+    return redis.Redis.from_url(settings.redis_url, **options)
+
+
+def _through_sentinel(url: str, options: dict[str, Any]) -> redis.Redis[bytes]:
+    """A client of whichever server the sentinels name as the primary now. redis-py's sentinel
+    pool asks them again whenever a connection breaks, and turns READONLY from a demoted primary
+    into a connection error, so the callers' outage handling is all a failover needs."""
+    parsed = parse_sentinel_url(url)
+    manager = Sentinel(list(parsed.sentinels), sentinel_kwargs={
+        "socket_timeout": _SENTINEL_TIMEOUT_S, "socket_connect_timeout": _SENTINEL_TIMEOUT_S})
+    client: redis.Redis[bytes] = manager.master_for(
+        parsed.service, redis_class=_SentinelClient, db=parsed.db, username=parsed.username,
+        password=parsed.password, **options)
+    return client
+
+
+class _SentinelClient(redis.Redis):  # type: ignore[type-arg]  # generic only in the stubs
+    """Closes the connections to the sentinels with the client's own."""
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            manager = getattr(self.connection_pool, "sentinel_manager", None)
+            if manager is not None:
+                manager.close()
+
+
+class _TLSConnection(redis.SSLConnection):
+    """Says in so many words that the server's certificate was not trusted, and by which setting
+    that is fixed, where redis-py would print only the SSL library's reason."""
+
+    def _error_message(self, exception: BaseException) -> str:
+        if isinstance(exception, ssl.SSLCertVerificationError):
+            return (f"TLS: the certificate of {self.host}:{self.port} is not trusted "
+                    f"({exception.verify_message}); check ADASERVE_TLS_CA_FILE")
+        return str(super()._error_message(exception))
+
+
+def tls_untrusted(exc: BaseException) -> bool:
+    """A connection error caused by a server certificate that failed verification."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain is short; bounded all the same
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _path(p: object) -> str | None:
+    return None if p is None else str(p)

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import redis
 
+from adaserve.broker.connection import tls_untrusted
 from adaserve.broker.errors import BrokerUnavailable
 
 __all__ = ["Outage", "is_transient", "ride_out"]
@@ -32,7 +33,9 @@ _TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERD
 def is_transient(exc: BaseException) -> bool:
     """An error that says "the broker is not there right now", not "this command is wrong"."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return True
+        # A certificate the CA file does not vouch for stays untrusted however long one waits:
+        # said at once, so that an operator fixes ADASERVE_TLS_CA_FILE rather than reads retries.
+        return not tls_untrusted(exc)
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_TRANSIENT_REPLIES)
 
 

@@ -10,6 +10,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from adaserve.broker.errors import ConfigError
+from adaserve.broker.sentinel import SCHEME as SENTINEL_SCHEME
+from adaserve.broker.sentinel import parse_sentinel_url
 
 ALL_DTYPES = ("float32", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
 
@@ -72,6 +74,11 @@ class Settings(BaseSettings):
     # Longest broker outage a process waits out before it gives up; unset: wait for ever (a
     # restart, failover or network blip is never a reason for a service to exit).
     max_outage_s: float | None = Field(None, gt=0)
+    # TLS (rediss:// only): the CA that signed the server's certificate (unset: the system's CAs),
+    # and a client certificate and key for servers that require one (tls-auth-clients yes).
+    tls_ca_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
 
     @field_validator("namespace")
     @classmethod
@@ -83,15 +90,29 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if v and not v.startswith(("redis://", "rediss://", "unix://", "valkey://")):
-            raise ValueError("redis_url must start with redis://, rediss://, unix:// or valkey://")
+        if v and not v.startswith(("redis://", "rediss://", "unix://", "valkey://", SENTINEL_SCHEME)):
+            raise ValueError(f"redis_url must start with redis://, rediss://, unix://, valkey:// or {SENTINEL_SCHEME}")
+        if v.startswith(SENTINEL_SCHEME):
+            parse_sentinel_url(v)  # its ValueError names the part that is wrong, never the password
         return v.replace("valkey://", "redis://", 1) if v.startswith("valkey://") else v
 
+    @field_validator("tls_ca_file", "tls_cert_file", "tls_key_file")
+    @classmethod
+    def _readable(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_file():
+            raise ValueError("no such file" if not v.exists() else "not a file")
+        return v
+
     @model_validator(mode="after")
-    def _times(self) -> Settings:
+    def _consistent(self) -> Settings:
         if self.worker_ttl_s <= self.heartbeat_s:
             raise ValueError(f"ADASERVE_WORKER_TTL_S ({self.worker_ttl_s:g}) must exceed "
                              f"ADASERVE_HEARTBEAT_S ({self.heartbeat_s:g})")
+        tls = [n for n in ("tls_ca_file", "tls_cert_file", "tls_key_file") if getattr(self, n) is not None]
+        if tls and not self.redis_url.startswith("rediss://"):
+            raise ValueError(f"ADASERVE_{tls[0].upper()} is set but ADASERVE_REDIS_URL is not a rediss:// URL")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("ADASERVE_TLS_CERT_FILE and ADASERVE_TLS_KEY_FILE go together: set both or neither")
         return self
 
 
