@@ -245,8 +245,18 @@ def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
 
 # -- the pipeline -----------------------------------------------------------------------------------
 
+@dataclass
+class Pipeline:
+    planner: Planner
+    worker: Worker
+    threads: list[threading.Thread]
+
+    def alive(self) -> bool:
+        return all(t.is_alive() for t in self.threads)
+
+
 @contextmanager
-def pipeline(settings: Settings, model: str = "fsdd-cnn") -> Iterator[tuple[Planner, Worker]]:
+def pipeline(settings: Settings, model: str = "fsdd-cnn") -> Iterator[Pipeline]:
     """A real planner and a real CPU worker serving ``model``, in threads of this process."""
     if model not in available_models(settings.data_dir):
         pytest.skip(f"{model} is not built")
@@ -259,7 +269,7 @@ def pipeline(settings: Settings, model: str = "fsdd-cnn") -> Iterator[tuple[Plan
     try:
         assert worker.ready.wait(60), "the worker did not load its model"
         threads[1].start()
-        yield planner, worker
+        yield Pipeline(planner, worker, threads)
     finally:
         stop.set()
         for t in threads:
@@ -268,6 +278,6 @@ def pipeline(settings: Settings, model: str = "fsdd-cnn") -> Iterator[tuple[Plan
 
 
 @pytest.fixture
-def serving() -> Callable[..., AbstractContextManager[tuple[Planner, Worker]]]:
+def serving() -> Callable[..., AbstractContextManager[Pipeline]]:
     """``with serving(settings): ...``: the pipeline above, for the tests of this folder."""
     return pipeline
