@@ -32,7 +32,8 @@ def test_the_sdk_gets_its_results_over_tls(settings: Settings, r: redis.Redis[by
     assert r.connection_pool.connection_kwargs["ssl_ca_certs"] == str(settings.tls_ca_file)
     standin()
     with Client(settings) as c:
-        res = c.submit(make_job("m", [{"x": np.array([7.0], np.float32)}, {"x": np.array([3.0], np.float32)}], 10_000.0)).result(10)
+        rows = [{"x": np.array([v], np.float32)} for v in (7.0, 3.0)]
+        res = c.submit(make_job("m", rows, 10_000.0)).result(10)
     assert res.predictions == [7, 3]
 
 
