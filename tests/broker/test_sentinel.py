@@ -7,6 +7,8 @@ import time
 
 import pytest
 import redis
+from rq import Queue, SimpleWorker
+from rq.serializers import JSONSerializer
 
 from adaserve.broker import connect, is_transient, load_settings
 from adaserve.broker.errors import ConfigError
@@ -78,5 +80,10 @@ def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:  # 
         assert direct.get("k") == b"after"  # the write went to the promoted replica
         assert direct.info("replication")["role"] == "master"
         direct.close()
+        # rq (the profiler's queue, ORLOJ's re-runs) is handed the same kind of client: it follows too.
+        q = Queue("sen-rq", connection=r, serializer=JSONSerializer)
+        job = q.enqueue("operator.add", 2, 3)
+        assert SimpleWorker([q], connection=r, serializer=JSONSerializer).work(burst=True)
+        assert job.get_status(refresh=True) == "finished" and job.return_value() == 5
     finally:
         r.close()
