@@ -60,7 +60,7 @@ def _through_sentinel(url: str, options: dict[str, Any]) -> redis.Redis[bytes]:
     return client
 
 
-class _SentinelClient(redis.Redis):  # type: ignore[type-arg]  # generic only in the stubs
+class _SentinelClient(redis.Redis):  # type: ignore[misc]  # redis is untyped here (Any)
     """Closes the connections to the sentinels with the client's own."""
 
     def close(self) -> None:
@@ -72,7 +72,7 @@ class _SentinelClient(redis.Redis):  # type: ignore[type-arg]  # generic only in
                 manager.close()
 
 
-class _TLSConnection(redis.SSLConnection):
+class _TLSConnection(redis.SSLConnection):  # type: ignore[misc]  # redis is untyped here (Any)
     """Says in so many words that the server's certificate was not trusted, and by which setting
     that is fixed, where redis-py would print only the SSL library's reason."""
 

@@ -76,7 +76,7 @@ def wait_until(ok: object, what: str, timeout_s: float = 15.0, server: Server | 
         if server is not None and not server.alive():
             raise AssertionError(f"{what}: the server exited\n{server.log[-2000:]}")
         try:
-            if ok():  # type: ignore[operator]
+            if ok():
                 return
         except (redis.ConnectionError, redis.ResponseError, redis.TimeoutError):
             pass

@@ -65,12 +65,12 @@ class Load:
 
 
 @contextmanager
-def loaded(sentinel_group, serving: Callable[..., object], tmp_path: Path) -> Iterator[tuple[object, Load, Settings]]:  # type: ignore[no-untyped-def]
+def loaded(sentinel_group, serving: Callable[..., object], tmp_path: Path) -> Iterator[tuple[object, Load, Settings]]:
     settings = load_settings(
         redis_url=sentinel_group.url, namespace="fo" + uuid.uuid4().hex[:8], data_dir=tmp_path / "data",
         heartbeat_s=0.2, worker_ttl_s=1.5, reclaim_idle_ms=1000, block_ms=50)
     inputs, _ = sample_inputs(MODEL, 64, seed=5)
-    with serving(settings) as pipe, Client(settings, read_block_ms=100) as client:  # type: ignore[attr-defined]
+    with serving(settings) as pipe, Client(settings, read_block_ms=100) as client:
         load = Load(client, list(inputs))
         load.submit(2, 2)
         load.collect(30.0, lambda: len(load.done) == 2)
@@ -78,7 +78,7 @@ def loaded(sentinel_group, serving: Callable[..., object], tmp_path: Path) -> It
         yield pipe, load, settings
 
 
-def check_and_report(what: str, pipe, load: Load, settings: Settings, killed_at: float) -> None:  # type: ignore[no-untyped-def]
+def check_and_report(what: str, pipe, load: Load, settings: Settings, killed_at: float) -> None:
     assert pipe.alive(), "the planner or the worker exited"
     # Exactly one result per request, for every job that got its results ...
     for _, res in load.done.values():
@@ -106,7 +106,7 @@ def check_and_report(what: str, pipe, load: Load, settings: Settings, killed_at:
           f"{load.client.orphans}")
 
 
-def test_a_killed_primary_is_failed_over_under_load(sentinel_group, serving: Callable[..., object], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_primary_is_failed_over_under_load(sentinel_group, serving: Callable[..., object], tmp_path: Path) -> None:
     with loaded(sentinel_group, serving, tmp_path) as (pipe, load, settings):
         stop = threading.Event()
         errors: list[BaseException] = []
@@ -136,7 +136,7 @@ def test_a_killed_primary_is_failed_over_under_load(sentinel_group, serving: Cal
 
 
 def test_a_failover_that_loses_acknowledged_writes_still_ends_each_request_once(
-        sentinel_group, serving: Callable[..., object], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        sentinel_group, serving: Callable[..., object], tmp_path: Path) -> None:
     """The replica is stopped (SIGSTOP) while megabytes of jobs, batches, acks and results go
     through the primary, which is then killed: whatever did not reach the replica is gone,
     acknowledged or not. Jobs the SDK sent may vanish (counted), jobs already answered may be served

@@ -48,7 +48,7 @@ def test_the_settings_name_the_sentinel_scheme_among_the_accepted_ones() -> None
         load_settings(redis_url="http://h:1/m")
 
 
-def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:  # type: ignore[no-untyped-def]
+def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:
     """A planned failover (SENTINEL FAILOVER) leaves the old primary up as a replica: the client's
     next write there gets READONLY, which must become "ask the sentinels again", not a failure."""
     settings = load_settings(redis_url=sentinel_group.url, namespace="sen")

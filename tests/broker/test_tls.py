@@ -21,7 +21,7 @@ from adaserve.producers import Client, make_job
 
 
 @pytest.fixture
-def settings(tls_server, tmp_path: Path) -> Settings:  # type: ignore[no-untyped-def]
+def settings(tls_server, tmp_path: Path) -> Settings:
     """The session's usual test settings, on the TLS server (the root conftest's ``r`` and
     ``standin`` fixtures follow this one)."""
     return load_settings(redis_url=tls_server.url, tls_ca_file=tls_server.ca, namespace="t" + uuid.uuid4().hex[:12],
@@ -39,17 +39,17 @@ def test_the_sdk_gets_its_results_over_tls(settings: Settings, r: redis.Redis[by
 
 def test_a_real_planner_and_worker_serve_over_tls(settings: Settings, serving: Callable[..., object]) -> None:
     inputs, labels = sample_inputs("fsdd-cnn", 16, seed=11)
-    with serving(settings), Client(settings) as c:  # type: ignore[attr-defined]
+    with serving(settings), Client(settings) as c:
         res = c.submit(make_job("fsdd-cnn", list(inputs), 10_000.0)).result(30)
     assert res.completed == 16
     assert sum(p == y for p, y in zip(res.predictions, labels)) >= 14
 
 
-def _wrong_ca(settings: Settings, tls_server) -> Settings:  # type: ignore[no-untyped-def]
+def _wrong_ca(settings: Settings, tls_server) -> Settings:
     return load_settings(**{**settings.model_dump(), "tls_ca_file": tls_server.other_ca})
 
 
-def test_a_ca_that_did_not_sign_the_server_is_a_clear_error_not_an_outage(settings: Settings, tls_server) -> None:  # type: ignore[no-untyped-def]
+def test_a_ca_that_did_not_sign_the_server_is_a_clear_error_not_an_outage(settings: Settings, tls_server) -> None:
     client = connect(_wrong_ca(settings, tls_server))
     with pytest.raises(redis.ConnectionError) as caught:
         client.ping()
@@ -60,7 +60,7 @@ def test_a_ca_that_did_not_sign_the_server_is_a_clear_error_not_an_outage(settin
     assert not is_transient(caught.value)  # retrying cannot make the certificate trusted
 
 
-def test_a_planner_with_the_wrong_ca_stops_at_once(settings: Settings, tls_server) -> None:  # type: ignore[no-untyped-def]
+def test_a_planner_with_the_wrong_ca_stops_at_once(settings: Settings, tls_server) -> None:
     """A service waits out outages for ever; an untrusted certificate is none, so it must not."""
     planner = Planner(_wrong_ca(settings, tls_server))
     raised: list[BaseException] = []
@@ -78,7 +78,7 @@ def test_a_planner_with_the_wrong_ca_stops_at_once(settings: Settings, tls_serve
     assert len(raised) == 1 and isinstance(raised[0], redis.ConnectionError) and "not trusted" in str(raised[0])
 
 
-def test_the_cli_says_the_wrong_ca_in_one_line(settings: Settings, tls_server, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_cli_says_the_wrong_ca_in_one_line(settings: Settings, tls_server, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADASERVE_REDIS_URL", tls_server.url)
     monkeypatch.setenv("ADASERVE_TLS_CA_FILE", str(tls_server.other_ca))
     monkeypatch.setenv("ADASERVE_NAMESPACE", settings.namespace)
