@@ -25,9 +25,10 @@ __all__ = ["Outage", "is_transient", "ride_out"]
 T = TypeVar("T")
 
 # Replies a server gives while it cannot serve yet: still loading its AOF (BusyLoadingError, a
-# ConnectionError), demoted to a replica by a failover (READONLY), or a replica cut off from its
-# primary (MASTERDOWN).
-_TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
+# ConnectionError), demoted to a replica by a failover (READONLY), a replica cut off from its
+# primary (MASTERDOWN), or a primary with min-replicas-to-write set that has lost sight of its
+# replicas (NOREPLICAS: a failover may be on its way).
+_TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS")
 
 
 def is_transient(exc: BaseException) -> bool:

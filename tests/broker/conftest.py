@@ -191,16 +191,35 @@ class SentinelGroup:
         return [self.primary, self.replica, *self.sentinels]
 
 
-def _sentinel_binary() -> str:
+def _server_binary() -> str:
     """Debian's redis-server when present, else the bundled valkey-server: both run as sentinels."""
     return shutil.which("redis-server") or server_binary()
+
+
+@pytest.fixture
+def lone_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """``lone_server("--some-option", "value")``: a server of its own, answering, stopped after."""
+    made: list[Server] = []
+
+    def start(*args: str) -> Server:
+        port = free_port()
+        server = Server(_server_binary(), tmp_path / f"server-{len(made)}", port, ["--port", str(port), *args])
+        made.append(server.start())
+        probe = redis.Redis(port=port, socket_connect_timeout=0.5)
+        wait_until(probe.ping, "the server answering", server=server)
+        probe.close()
+        return server
+
+    yield start
+    for server in made:
+        server.stop()
 
 
 @pytest.fixture
 def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
     """A primary, its replica and three sentinels (quorum 2) that fail over one second after the
     primary stops answering."""
-    binary = _sentinel_binary()
+    binary = _server_binary()
     p_port, r_port = free_port(), free_port()
     primary = Server(binary, tmp_path / "primary", p_port, ["--port", str(p_port)])
     replica = Server(binary, tmp_path / "replica", r_port, ["--port", str(r_port), "--replicaof", "127.0.0.1", str(p_port)])

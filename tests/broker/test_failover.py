@@ -24,8 +24,10 @@ from pathlib import Path
 
 import msgpack
 import numpy as np
+import pytest
+import redis
 
-from adaserve.broker import Keys, Settings, connect, load_settings
+from adaserve.broker import Keys, Settings, connect, is_transient, load_settings
 from adaserve.broker.codec import decode
 from adaserve.broker.messages import Result
 from adaserve.models.datasets import sample_inputs
@@ -156,3 +158,18 @@ def test_a_failover_that_loses_acknowledged_writes_still_ends_each_request_once(
         assert load.completed_since(killed_at) is not None, f"nothing completed within {RECOVERY_BOUND_S:.0f} s"
         load.collect(15.0, lambda: load.client.outstanding == 0)
         check_and_report("failover with a lagging replica", pipe, load, settings, killed_at)
+
+
+
+def test_a_primary_that_lost_its_replicas_refuses_writes_and_that_is_an_outage(lone_server) -> None:
+    """``min-replicas-to-write``, the setting that bounds what a failover can lose, makes the
+    primary refuse writes while no replica keeps up: every loop must wait that out, not fail."""
+    server = lone_server("--min-replicas-to-write", "1")
+    r = redis.Redis(port=server.port, socket_connect_timeout=0.5)
+    try:
+        with pytest.raises(redis.ResponseError) as caught:
+            r.xadd("{t}:jobs", {"m": b"x"})
+    finally:
+        r.close()
+    assert str(caught.value).startswith("NOREPLICAS"), caught.value
+    assert is_transient(caught.value)
