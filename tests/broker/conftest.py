@@ -112,14 +112,20 @@ def make_cert(where: Path, name: str, ca: tuple[Path, Path]) -> tuple[Path, Path
 
 @dataclass
 class TLSServer:
-    port: int
-    ca: Path  # the CA that signed the server's certificate
+    port: int  # TLS only, no client certificate asked for
+    mtls_port: int  # TLS only, a client certificate signed by ``ca`` required
+    ca: Path  # the CA that signed the servers' and the client's certificates
     other_ca: Path  # a CA that signed nothing here
-    server: Server = field(repr=False)
+    client: tuple[Path, Path]  # the client's certificate and key
+    servers: list[Server] = field(repr=False)
 
     @property
     def url(self) -> str:
         return f"rediss://127.0.0.1:{self.port}/0"
+
+    @property
+    def mtls_url(self) -> str:
+        return f"rediss://127.0.0.1:{self.mtls_port}/0"
 
 
 def _tls_binary() -> str | None:
@@ -149,17 +155,23 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSServer]:
     ca = make_ca(where, "test-ca")
     other, _ = make_ca(where, "other-ca")
     crt, key = make_cert(where, "server", ca)
-    port = free_port()
-    server = Server(binary, where / "server", port, [
-        "--port", "0", "--tls-port", str(port), "--tls-cert-file", str(crt), "--tls-key-file", str(key),
-        "--tls-ca-cert-file", str(ca[0]), "--tls-auth-clients", "no"]).start()
+    client = make_cert(where, "client", ca)
+    servers = []
     try:
-        probe = redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(ca[0]), socket_connect_timeout=1)
-        wait_until(probe.ping, "the TLS server answering", server=server)
-        probe.close()
-        yield TLSServer(port, ca[0], other, server)
+        for auth in ("no", "yes"):
+            port = free_port()
+            server = Server(binary, where / f"server-auth-{auth}", port, [
+                "--port", "0", "--tls-port", str(port), "--tls-cert-file", str(crt), "--tls-key-file", str(key),
+                "--tls-ca-cert-file", str(ca[0]), "--tls-auth-clients", auth])
+            servers.append(server.start())
+            probe = redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(ca[0]), ssl_certfile=str(client[0]),
+                                ssl_keyfile=str(client[1]), socket_connect_timeout=1)
+            wait_until(probe.ping, "the TLS server answering", server=server)
+            probe.close()
+        yield TLSServer(servers[0].port, servers[1].port, ca[0], other, client, servers)
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
 
 
 # -- Sentinel ---------------------------------------------------------------------------------------

@@ -94,3 +94,28 @@ def test_a_missing_ca_file_is_refused_at_construction(settings: Settings, tmp_pa
 
     with pytest.raises(ConfigError, match=r"^invalid adaserve settings: ADASERVE_TLS_CA_FILE='.*nope.pem': no such file$"):
         load_settings(redis_url=settings.redis_url, tls_ca_file=str(tmp_path / "nope.pem"))
+
+
+def test_the_processes_adaserve_up_starts_connect_over_tls_too(settings: Settings, tmp_path: Path) -> None:
+    """The planner and worker children get the TLS settings with the URL, also those given to
+    ``Stack`` in code rather than in the environment."""
+    from adaserve.stack import Stack
+
+    inputs, _ = sample_inputs("fsdd-cnn", 4, seed=12)
+    with Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=1, log_dir=tmp_path / "logs") as stack:
+        stack.wait_ready(120)
+        with Client(settings) as c:
+            res = c.submit(make_job("fsdd-cnn", list(inputs), 10_000.0)).result(60)
+    assert res.completed == 4
+
+
+def test_a_server_that_requires_client_certificates_gets_the_configured_one(settings: Settings, tls_server) -> None:
+    with_cert = load_settings(**{**settings.model_dump(), "redis_url": tls_server.mtls_url,
+                                 "tls_cert_file": tls_server.client[0], "tls_key_file": tls_server.client[1]})
+    r = connect(with_cert)
+    assert r.ping()
+    r.close()
+    without = connect(load_settings(**{**settings.model_dump(), "redis_url": tls_server.mtls_url}))
+    with pytest.raises(redis.ConnectionError):
+        without.ping()
+    without.close()
