@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -177,6 +178,7 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TLSServer]:
 # -- Sentinel ---------------------------------------------------------------------------------------
 
 MASTER = "ada-primary"
+PASSWORD = "s3cret/pw"  # the data nodes want it, the sentinels do not; "/" must be quoted in the URL
 
 
 @dataclass
@@ -188,7 +190,7 @@ class SentinelGroup:
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return f"redis+sentinel://{hosts}/{MASTER}/0"
+        return f"redis+sentinel://:{quote(PASSWORD, safe='')}@{hosts}/{MASTER}/0"
 
     def primary_port(self) -> int:
         """Where the sentinels say the primary is now."""
@@ -201,6 +203,15 @@ class SentinelGroup:
 
     def servers(self) -> list[Server]:
         return [self.primary, self.replica, *self.sentinels]
+
+    @staticmethod
+    def data_node(port: int) -> redis.Redis[bytes]:
+        return data_node(port)
+
+
+def data_node(port: int) -> redis.Redis[bytes]:
+    """A direct client of the primary or the replica of a ``sentinel_group``."""
+    return redis.Redis(port=port, password=PASSWORD, socket_connect_timeout=0.5, socket_timeout=2)
 
 
 def _server_binary() -> str:
@@ -233,13 +244,16 @@ def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
     primary stops answering."""
     binary = _server_binary()
     p_port, r_port = free_port(), free_port()
-    primary = Server(binary, tmp_path / "primary", p_port, ["--port", str(p_port)])
-    replica = Server(binary, tmp_path / "replica", r_port, ["--port", str(r_port), "--replicaof", "127.0.0.1", str(p_port)])
+    auth = ["--requirepass", PASSWORD, "--masterauth", PASSWORD]  # either may be the primary later
+    primary = Server(binary, tmp_path / "primary", p_port, ["--port", str(p_port), *auth])
+    replica = Server(binary, tmp_path / "replica", r_port,
+                     ["--port", str(r_port), "--replicaof", "127.0.0.1", str(p_port), *auth])
     sentinels = []
     for i in range(3):
         port = free_port()
         conf = (f"port {port}\n"
                 f"sentinel monitor {MASTER} 127.0.0.1 {p_port} 2\n"
+                f"sentinel auth-pass {MASTER} {PASSWORD}\n"
                 f"sentinel down-after-milliseconds {MASTER} 1000\n"
                 f"sentinel failover-timeout {MASTER} 5000\n"
                 f"sentinel parallel-syncs {MASTER} 1\n")
@@ -247,11 +261,13 @@ def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
     group = SentinelGroup(primary, replica, sentinels)
     try:
         primary.start()
-        wait_until(redis.Redis(port=p_port, socket_connect_timeout=0.5).ping, "the primary answering", server=primary)
+        with data_node(p_port) as c:
+            wait_until(c.ping, "the primary answering", server=primary)
         replica.start()
 
         def replica_in_sync() -> bool:
-            info = redis.Redis(port=r_port, socket_connect_timeout=0.5).info("replication")
+            with data_node(r_port) as c:
+                info = c.info("replication")
             return bool(info.get("master_link_status") == "up")
 
         wait_until(replica_in_sync, "the replica in sync", server=replica)

@@ -61,7 +61,7 @@ def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:
         sentinel.execute_command("SENTINEL", "FAILOVER", "ada-primary")
         sentinel.close()
         deadline = time.monotonic() + 20
-        old = redis.Redis(port=first, socket_timeout=2)
+        old = sentinel_group.data_node(first)
         # Until the old primary is told it is a replica it still takes writes, which it then
         # drops on resync: the window of lost writes a failover has (docs/broker-faults.md).
         while sentinel_group.primary_port() == first or old.info("replication")["role"] != "slave":
@@ -76,7 +76,7 @@ def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:
                 assert is_transient(exc), exc
                 assert time.monotonic() < deadline, f"no write reached the new primary ({exc})"
                 time.sleep(0.1)
-        direct = redis.Redis(port=sentinel_group.replica.port)
+        direct = sentinel_group.data_node(sentinel_group.replica.port)
         assert direct.get("k") == b"after"  # the write went to the promoted replica
         assert direct.info("replication")["role"] == "master"
         direct.close()
