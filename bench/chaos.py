@@ -24,13 +24,14 @@ from pathlib import Path
 import redis
 from pydantic import BaseModel
 
-from adaserve.broker import Settings, connect
+from adaserve.broker import Keys, Settings, connect
 from adaserve.models.datasets import sample_inputs
 from adaserve.producers import Client, JobHandle, make_job
 from adaserve.stack import Stack
 
 MODEL = "fsdd-cnn"
-Fault = Callable[[Stack], float]  # injects the fault; returns when it ended (time.time())
+# Injects the fault into a stack, may note figures of its own, and returns when it ended (time.time()).
+Fault = Callable[[Stack, dict[str, float]], float]
 
 
 class Outcome(BaseModel):
@@ -45,6 +46,13 @@ class Outcome(BaseModel):
     first_result_s: float | None
     backlog_s: float | None
     worst_job_s: float | None  # the longest any job took from submission to its last result
+    # on time (every request completed within the deadline) / submitted, of the jobs submitted
+    # before, during and after the fault, and how long after it the rate was back (within 0.05)
+    finish_before: float | None
+    finish_during: float | None
+    finish_after: float | None
+    recover_s: float | None
+    extra: dict[str, float]  # the fault's own figures
     alive: bool
     peak_redis_mb: float
     peak_rss_mb: dict[str, float]
@@ -76,6 +84,21 @@ class _Sampler(threading.Thread):
                 self.rss_mb[name] = max(self.rss_mb.get(name, 0.0), rss)
 
 
+def _stream_sizes(stack: Stack) -> dict[str, float]:
+    """Entries and MB of the streams that could grow, as the run left them."""
+    keys = Keys(stack.settings.namespace)
+    r = connect(stack.settings)
+    out: dict[str, float] = {}
+    try:
+        for name, key in (("jobs", keys.jobs), ("telemetry", keys.telemetry), ("dead", keys.dead),
+                          ("batches", keys.batches("cpu"))):
+            out[f"{name}_entries"] = float(r.xlen(key))
+            out[f"{name}_mb"] = round((r.memory_usage(key) or 0) / 2**20, 2)
+    finally:
+        r.close()
+    return out
+
+
 def _rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -93,7 +116,8 @@ def run(stack: Stack, name: str, fault: Fault, *, rate: float = 40.0, k: int = 4
     keep the load on ``after_s`` more, then wait up to ``grace_s`` for every result."""
     inputs, _ = sample_inputs(MODEL, 64, seed=7)
     handles: list[tuple[float, JobHandle]] = []
-    ended: dict[str, tuple[float, str]] = {}  # job id -> (when, worst status) as the producer saw it
+    ended: dict[str, tuple[float, bool]] = {}  # job id -> (when it ended, on time) as the producer saw it
+    extra: dict[str, float] = {}
     counts = {"completed": 0, "expired": 0, "rejected": 0, "failed": 0}
     stop_load, quit_collect = threading.Event(), threading.Event()
     sampler = _Sampler(stack)
@@ -115,9 +139,11 @@ def run(stack: Stack, name: str, fault: Fault, *, rate: float = 40.0, k: int = 4
         def collect() -> None:
             while not quit_collect.is_set():
                 for job in client.poll(0.2):
+                    now = time.time()
                     for res in job.results:
                         counts[res.status] += 1
-                    ended[job.job_id] = (time.time(), job.results[0].status)
+                    ok = all(r.status == "completed" for r in job.results)
+                    ended[job.job_id] = (now, ok and now - job.submitted_ms / 1000.0 <= deadline_ms / 1000.0)
 
         loader = threading.Thread(target=load, daemon=True, name="chaos-load")
         collector = threading.Thread(target=collect, daemon=True, name="chaos-collect")
@@ -125,7 +151,7 @@ def run(stack: Stack, name: str, fault: Fault, *, rate: float = 40.0, k: int = 4
         collector.start()
         time.sleep(before_s)
         fault_at = time.time()
-        fault_end = fault(stack)
+        fault_end = fault(stack, extra)
         _sleep_ticking(after_s, tick)
         stop_load.set()
         loader.join()
@@ -138,18 +164,45 @@ def run(stack: Stack, name: str, fault: Fault, *, rate: float = 40.0, k: int = 4
         unfinished = k * sum(1 for _, h in handles if h.job_id not in ended)
         duplicated = client.duplicates + client.orphans
     sampler.stop.set()
+    extra.update(_stream_sizes(stack))
     alive = all(proc.poll() is None for _, proc in stack.children)
     after = sorted(t for t, _ in ended.values() if t >= fault_end)
     before = [ended.get(h.job_id) for t, h in handles if t < fault_at]
     took = [ended[h.job_id][0] - t for t, h in handles if h.job_id in ended]
     backlog = None if not before or any(b is None for b in before) else max(b[0] for b in before if b) - fault_end
+    rates = _FinishRates([(t, ended.get(h.job_id)) for t, h in handles], fault_at, fault_end)
     return Outcome(
         scenario=name, submitted=len(handles) * k, **counts, unfinished=unfinished, duplicated=duplicated,
         first_result_s=round(after[0] - fault_end, 3) if after else None,
         backlog_s=None if backlog is None else round(max(backlog, 0.0), 3),
-        worst_job_s=round(max(took), 3) if took else None, alive=alive,
+        worst_job_s=round(max(took), 3) if took else None, **rates.figures(), extra=extra, alive=alive,
         peak_redis_mb=round(sampler.redis_mb, 1), peak_rss_mb={n: round(v, 1) for n, v in sampler.rss_mb.items()},
         seconds=round(time.time() - t0, 1))
+
+
+class _FinishRates:
+    def __init__(self, jobs: list[tuple[float, tuple[float, bool] | None]], fault_at: float, fault_end: float) -> None:
+        self.jobs, self.fault_at, self.fault_end = jobs, fault_at, fault_end
+
+    def rate(self, lo: float, hi: float) -> float | None:
+        got = [e is not None and e[1] for t, e in self.jobs if lo <= t < hi]
+        return round(sum(got) / len(got), 4) if got else None
+
+    def figures(self) -> dict[str, float | None]:
+        inf = float("inf")
+        before = self.rate(-inf, self.fault_at)
+        recover = None
+        if before is not None:
+            end = max((t for t, _ in self.jobs), default=self.fault_end)
+            x = 0.0
+            while self.fault_end + x < end:
+                after = self.rate(self.fault_end + x, inf)
+                if after is not None and after >= before - 0.05:
+                    recover = x
+                    break
+                x += 0.5
+        return {"finish_before": before, "finish_during": self.rate(self.fault_at, self.fault_end),
+                "finish_after": self.rate(self.fault_end, inf), "recover_s": recover}
 
 
 def _sleep_ticking(seconds: float, tick: Callable[[float], None] | None) -> None:

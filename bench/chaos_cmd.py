@@ -23,6 +23,7 @@ def register(bench_app: typer.Typer) -> None:
         rate: float = typer.Option(40.0, min=1.0, help="Jobs per second (4 fsdd-cnn requests each)."),
         before: float = typer.Option(3.0, min=0.5, help="Seconds of load before the fault."),
         after: float = typer.Option(8.0, min=1.0, help="Seconds of load after the fault ended."),
+        surge_seconds: float = typer.Option(20.0, min=1.0, help="How long the overload scenario's surge lasts."),
     ) -> None:
         """Faults under load (broker restarts, killed and frozen workers and planners): requests
         submitted, lost and duplicated, and the time to recover, per scenario."""
@@ -36,6 +37,7 @@ def register(bench_app: typer.Typer) -> None:
         except KeyError as exc:
             raise typer.BadParameter(f"unknown scenario {exc}; choose from "
                                      f"{', '.join(s.name for s in chaos_faults.SCENARIOS)}") from None
+        picked = [chaos_faults.with_surge(sc, surge_seconds) for sc in picked]
         err = Console(stderr=True)
         root = Path(tempfile.mkdtemp(prefix="adaserve-bench-chaos-"))
         outcomes: list[chaos.Outcome] = []
@@ -48,7 +50,7 @@ def register(bench_app: typer.Typer) -> None:
                     stack.wait_ready(120)
                     bar.update(task, description=sc.name)
                     outcomes.append(chaos.run(stack, sc.name, sc.fault, rate=rate, before_s=before, after_s=after,
-                                              tick=lambda s: bar.advance(task, s)))
+                                              tick=lambda s: bar.advance(task, s), **sc.run))
                 bar.advance(task, before + 10.0)
         if json_out:
             typer.echo(json.dumps({"scenarios": [o.model_dump() for o in outcomes], "rate": rate,

@@ -18,6 +18,7 @@ import redis
 from adaserve.broker import streams
 from adaserve.broker.clock import ServerClock
 from adaserve.broker.connection import connect
+from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
@@ -30,6 +31,7 @@ from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
 from adaserve.planner.follow import Follower
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
+from adaserve.planner.overload import Overload
 from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.profiles import fallback_profile
 from adaserve.planner.state import HeldJob
@@ -53,7 +55,10 @@ class Planner:
                                                      max_batch=self.config.max_batch)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
-        self.follow = Follower(self.r, self.keys, settings.worker_ttl_s)
+        self.overload = Overload(max_queue=self.config.max_queue, deadline_aware=self.config.admission,
+                                 min_queue=4 * self.config.max_batch)
+        self._admitting: dict[str, int] = {}  # requests admitted in this read, not yet queued
+        self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload)
         self.pools = self.follow.pools
         self.clock = ServerClock()
         self._next_clock = self._next_touch = 0.0
@@ -170,6 +175,7 @@ class Planner:
         # restart, redis #7105) is already being planned.
         held = {h.entry_id for h in self.held.values()}
         fresh = [e for e in entries if e.id not in held]
+        self._admitting.clear()
         for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self.now_ms()):
             self._hold(e, job, done)
 
@@ -189,9 +195,18 @@ class Planner:
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
                     requests=len(job.requests), deadline_ms=job.slo.deadline_ms, submitted_ms=float(e.ms))
 
-    def _check_job(self, job: Job) -> None:
-        """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable)."""
-        self._sched(job.model).check_job(job)
+    def _check_job(self, job: Job, entry_ms: float) -> None:
+        """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable),
+        then by load: can the queue ahead serve the job by its deadline (``overloaded``)."""
+        sched = self._sched(job.model)
+        sched.check_job(job)
+        now_ms, n = self.now_ms(), len(job.requests)
+        queued = len(sched) + self._admitting.get(job.model, 0)
+        why = self.overload.verdict(job.model, queued, n, (entry_ms + job.slo.deadline_ms - now_ms) / 1000.0,
+                                    now_ms / 1000.0)
+        if why is not None:
+            raise InvalidMessage("overloaded", why)
+        self._admitting[job.model] = self._admitting.get(job.model, 0) + n
 
     def _sched(self, model: str) -> Scheduler:
         s = self.scheds.get(model)

@@ -49,6 +49,21 @@ def test_a_killed_planner_is_taken_over_by_the_other(tmp_path: Path) -> None:
     assert out.unfinished == 0 and out.backlog_s is not None, out
 
 
+def test_a_surge_past_capacity_is_refused_overloaded_and_the_steady_load_recovers(tmp_path: Path) -> None:
+    sc = chaos_faults.with_surge(chaos_faults.scenario("overload"), 3.0)
+    with chaos.chaos_stack(tmp_path / "overload") as stack:
+        stack.wait_ready(120)
+        out = chaos.run(stack, sc.name, sc.fault, rate=30.0, before_s=1.5, after_s=4.0, **sc.run)
+    x = out.extra
+    assert out.alive and out.unfinished == 0 and out.duplicated == 0 and x["surge_unfinished"] == 0, out
+    assert out.submitted == out.completed + out.expired + out.rejected + out.failed
+    # every request of the surge ended, and the planner refused at once what it could not serve in time
+    assert sum(v for key, v in x.items() if key.startswith("surge_") and key.split("_", 1)[1] in
+               ("completed", "expired", "rejected", "failed", "overloaded")) == x["surge_requests"]
+    assert x.get("surge_overloaded", 0) > 0 and x["dead_entries"] == 0, x
+    assert out.recover_s is not None and out.finish_after is not None, out
+
+
 def test_bench_chaos_rejects_an_unknown_scenario() -> None:
     done = CliRunner().invoke(app, ["bench", "chaos", "--only", "meteor-strike"])
     assert done.exit_code == 2 and "unknown scenario" in done.output
