@@ -50,7 +50,7 @@ def register(bench_app: typer.Typer) -> None:
                     stack.wait_ready(120)
                     bar.update(task, description=sc.name)
                     outcomes.append(chaos.run(stack, sc.name, sc.fault, rate=rate, before_s=before, after_s=after,
-                                              tick=lambda s: bar.advance(task, s), **sc.run))
+                                              tick=lambda s: bar.advance(task, s), deadline_ms=sc.deadline_ms))
                 bar.advance(task, before + 10.0)
         if json_out:
             typer.echo(json.dumps({"scenarios": [o.model_dump() for o in outcomes], "rate": rate,

@@ -115,7 +115,7 @@ class Scenario:
     what: str
     fault: Fault
     stack: dict[str, object] = field(default_factory=dict)  # chaos_stack options
-    run: dict[str, float] = field(default_factory=dict)  # chaos.run options
+    deadline_ms: float = 10_000.0  # of the steady load's jobs
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -133,7 +133,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              kill("planner"), {"planners": 2}),
     Scenario("overload", "a second producer at 10x the sustainable rate for 20 s beside the steady load "
                          "(250 ms deadlines): refused `overloaded`, memory bounded, back within seconds",
-             surge(10 * SUSTAINABLE_JOBS_S, 20.0), run={"deadline_ms": 250.0}),
+             surge(10 * SUSTAINABLE_JOBS_S, 20.0), deadline_ms=250.0),
 )
 
 
@@ -142,7 +142,7 @@ def with_surge(sc: Scenario, seconds: float) -> Scenario:
     if sc.name != "overload":
         return sc
     return Scenario(sc.name, sc.what.replace("20 s", f"{seconds:g} s"), surge(10 * SUSTAINABLE_JOBS_S, seconds),
-                    sc.stack, sc.run)
+                    sc.stack, sc.deadline_ms)
 
 
 def scenario(name: str) -> Scenario:

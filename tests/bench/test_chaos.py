@@ -53,7 +53,7 @@ def test_a_surge_past_capacity_is_refused_overloaded_and_the_steady_load_recover
     sc = chaos_faults.with_surge(chaos_faults.scenario("overload"), 3.0)
     with chaos.chaos_stack(tmp_path / "overload") as stack:
         stack.wait_ready(120)
-        out = chaos.run(stack, sc.name, sc.fault, rate=30.0, before_s=1.5, after_s=4.0, **sc.run)
+        out = chaos.run(stack, sc.name, sc.fault, rate=30.0, before_s=1.5, after_s=4.0, deadline_ms=sc.deadline_ms)
     x = out.extra
     assert out.alive and out.unfinished == 0 and out.duplicated == 0 and x["surge_unfinished"] == 0, out
     assert out.submitted == out.completed + out.expired + out.rejected + out.failed
