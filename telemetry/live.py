@@ -26,8 +26,9 @@ def _passed(due: float) -> Callable[[], bool]:
 
 
 def run_top(settings: Settings, *, interval_s: float = 1.0, window_s: float = 10.0, once: bool = False,
-            json_out: bool = False, console: Console | None = None) -> None:
-    """Draw the dashboard every ``interval_s`` until Ctrl-C; ``once``: print one frame and return."""
+            json_out: bool = False, console: Console | None = None, frames: int | None = None) -> None:
+    """Draw the dashboard every ``interval_s`` until Ctrl-C (or ``frames`` refreshes); ``once``:
+    print one frame and return."""
     console = console or Console()
     reader = TelemetryReader(connect(settings, block_ms=500), settings)
     # The window is cut in the server's clock (entry ids); asking it once and keeping the offset
@@ -52,7 +53,8 @@ def run_top(settings: Settings, *, interval_s: float = 1.0, window_s: float = 10
         return
     block_ms = int(min(interval_s, 0.5) * 1000)
     with Live(screen(win.view(now_ms()), settings.namespace), console=console, auto_refresh=False) as live:
-        while True:
+        while frames is None or frames > 0:
+            frames = None if frames is None else frames - 1
             due = time.monotonic() + interval_s
             for got in reader.follow(after=after, block_ms=block_ms, stop=_passed(due)):
                 win.add(got.ms, got.event)
