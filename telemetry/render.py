@@ -104,23 +104,29 @@ def print_stats(stats: Stats, console: Console | None = None) -> None:
     rows = [*stats.apps.items(), ("all", stats.total)]
     t = narrow_table("requests per app", "app", "jobs", "requests", "completed", "expired", "rejected", "failed",
                      text=("app",))
-    for app, c in rows:
+    for i, (app, c) in enumerate(rows):
         t.add_row(escape(app), str(c.jobs), str(c.submitted), str(c.completed), str(c.expired),
-                  str(c.rejected), str(c.failed), end_section=app == "all")
+                  str(c.rejected), str(c.failed), end_section=i == len(rows) - 2)
     console.print(t)
     t = narrow_table("latency per app", "app", "finish\nrate", "SLO\nviolations", "p50 ms", "p99 ms", "req/s",
                      text=("app",))
-    for app, c in rows:
+    for i, (app, c) in enumerate(rows):
         t.add_row(escape(app), f"{c.finish_rate:.3f}", str(c.slo_violations), fixed(c.p50_ms), fixed(c.p99_ms),
-                  fixed(c.throughput_rps))
+                  fixed(c.throughput_rps), end_section=i == len(rows) - 2)
     console.print(t)
     if stats.pools:
-        t = narrow_table("per pool and model", "pool", "model", "batches", "requests", "mean\nbatch",
-                         "exec\np50 ms", "exec\np99 ms", "p50 ms", "p99 ms", "req/s", text=("pool", "model"))
-        for s in stats.pools:
-            model = s.model if s.variant == "default" else f"{s.model} {s.variant}"
-            t.add_row(escape(s.pool), escape(model), str(s.batches), str(s.requests), fixed(s.mean_batch),
-                      fixed(s.exec_p50_ms), fixed(s.exec_p99_ms), fixed(s.p50_ms), fixed(s.p99_ms), fixed(s.throughput_rps))
+        names = [(escape(p.pool), escape(p.model if p.variant == "default" else f"{p.model} {p.variant}"))
+                 for p in stats.pools]
+        t = narrow_table("per pool and model", "pool", "model", "batches", "requests", "mean\nbatch", "req/s",
+                         "workers", text=("pool", "model"))
+        for (pool, model), p in zip(names, stats.pools, strict=True):
+            t.add_row(pool, model, str(p.batches), str(p.requests), fixed(p.mean_batch), fixed(p.throughput_rps),
+                      str(p.workers))
+        console.print(t)
+        t = narrow_table("latency per pool and model", "pool", "model", "exec\np50 ms", "exec\np99 ms", "p50 ms",
+                         "p99 ms", text=("pool", "model"))
+        for (pool, model), p in zip(names, stats.pools, strict=True):
+            t.add_row(pool, model, fixed(p.exec_p50_ms), fixed(p.exec_p99_ms), fixed(p.p50_ms), fixed(p.p99_ms))
         console.print(t)
     if stats.workers:
         t = narrow_table("per worker", "worker", "pool", "batches", "requests", "req/s", "exec\np50 ms",
