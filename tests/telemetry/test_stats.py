@@ -89,7 +89,7 @@ def test_rates_are_over_the_time_load_ran_not_the_window() -> None:
 
 
 def test_per_worker_rows() -> None:
-    evs = scenario() + [WorkerHeartbeat(ts=1300, worker="w2", pool="cpu", slots=4, busy=3, device="gpu",
+    evs = [*scenario(), WorkerHeartbeat(ts=1300, worker="w2", pool="cpu", slots=4, busy=3, device="gpu",
                                         gpu={"util_pct": 55.0, "power_w": 120.0})]
     s = aggregate(evs, span_s=2.0)
     w1, w2 = s.workers
