@@ -97,8 +97,8 @@ def top(
     try:
         if json_out and not once:
             raise InvalidArgument("--json prints one frame: use it with --once")
-        run_top(load_connected_settings(), interval_s=interval, window_s=parse_window(window), once=once,
-                json_out=json_out)
+        window_s = parse_window(window)
+        run_top(load_connected_settings(), interval_s=interval, window_s=window_s, once=once, json_out=json_out)
     except KeyboardInterrupt:
         return
     except AdaserveError as exc:
