@@ -130,7 +130,7 @@ def print_stats(stats: Stats, console: Console | None = None) -> None:
         console.print(t)
     if stats.workers:
         t = narrow_table("per worker", "worker", "pool", "batches", "requests", "req/s", "exec\np50 ms",
-                         "busy/\nslots", "GPU %", "power W", text=("worker", "pool"))
+                         "busy/\nslots", "GPU\n%", "power\nW", text=("worker", "pool"))
         for w in stats.workers:
             slots = "-" if w.slots is None else f"{w.busy}/{w.slots}"
             t.add_row(escape(w.worker), escape(w.pool), str(w.batches), str(w.requests), fixed(w.throughput_rps),

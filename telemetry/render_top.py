@@ -54,8 +54,8 @@ def screen(d: Dashboard, namespace: str = "") -> Group:
                       fixed(p.mean_batch), fixed(p.exec_p50_ms))
         parts.append(t)
     if d.workers:
-        t = narrow_table("workers", "worker", "pool", "device", "busy/\nslots", "batches/s", "req/s", "GPU %",
-                         "power W", "seen\ns ago", text=("worker", "pool", "device"))
+        t = narrow_table("workers", "worker", "pool", "device", "busy/\nslots", "batches\n/s", "req/s", "GPU\n%",
+                         "power\nW", "seen\ns ago", text=("worker", "pool", "device"))
         for w in d.workers:
             t.add_row(escape(w.worker), escape(w.pool), escape(w.device), f"{w.busy}/{w.slots}",
                       fixed(w.batches_per_s), fixed(w.rps), fixed(w.util_pct, 0), fixed(w.power_w, 0), fixed(w.seen_s))
