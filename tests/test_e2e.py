@@ -124,6 +124,7 @@ def test_top_shows_what_the_pipeline_served(stack: Stack) -> None:
     from adaserve.telemetry.live import run_top
 
     r = connect(stack.settings)
+    time.sleep(1.0)  # the other tests' events end a second before this one's window begins
     sec, usec = r.time()
     started = sec + usec / 1e6
     inputs, _ = sample_inputs(MODEL, 40, seed=4)
@@ -133,7 +134,7 @@ def test_top_shows_what_the_pipeline_served(stack: Stack) -> None:
     time.sleep(0.5)  # the last job.completed and a heartbeat after it
     sec, usec = r.time()
     out = io.StringIO()
-    run_top(stack.settings, window_s=sec + usec / 1e6 - started + 0.05, once=True, json_out=True,
+    run_top(stack.settings, window_s=sec + usec / 1e6 - started + 0.5, once=True, json_out=True,
             console=Console(file=out))
     d = json.loads(out.getvalue())
     (m,) = [row for row in d["models"] if row["model"] == MODEL]
