@@ -174,6 +174,14 @@ def parse_types(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def shown_types(types: tuple[str, ...], heartbeats: bool = False) -> tuple[str, ...]:
+    """What ``tail`` prints: heartbeats (one per worker per second) only when asked for, by
+    ``heartbeats`` or by a type they match; everything else unless ``types`` narrows it."""
+    if heartbeats:
+        return (*types, "worker.heartbeat") if types else ()
+    return types or tuple(t for t in EVENT_TYPES if t != "worker.heartbeat")
+
+
 def run_events(reader: TelemetryReader, run: str, *, since_ms: int | None = None) -> list[Event]:
     """Every event of one run (``LoadOptions.run``): its jobs' and requests' events, and the
     dispatch of each batch that served them (``batch.dispatched`` names no run)."""
