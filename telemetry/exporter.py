@@ -43,6 +43,8 @@ class Exporter:
         """Start the HTTP server (``/metrics``); returns the port it listens on (``port`` 0: any free one).
         The follow cursor is taken here, so events published after ``serve`` returns are counted."""
         self._after = self.reader.latest_id()
+        # The server was reached: from here on an outage is waited out, also before the first read.
+        self.reader.outage.recovered()
         try:
             self._server, self._thread = start_http_server(self.port, addr=self.addr, registry=self.registry)
         except OSError as exc:

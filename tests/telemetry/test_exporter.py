@@ -17,7 +17,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from adaserve.broker import Job, Keys, Request, Result, Settings, Slo, Tensor, decode, encode, streams
-from adaserve.broker.events import WorkerHeartbeat
+from adaserve.broker.events import JobCompleted, PlannerState, WorkerHeartbeat
 from adaserve.planner.config import PlannerConfig
 from adaserve.planner.service import Planner
 from adaserve.telemetry.exporter import Exporter
@@ -120,8 +120,9 @@ def test_real_traffic_is_counted_timed_and_queued(exporter: Exporter, pipeline: 
     assert wait_for(lambda: len(results()) == sent)
     assert {x.status for x in results()} == {"completed"}
     assert wait_for(lambda: total(scrape(exporter.port), "adaserve_requests_total", status="completed") == sent)
-    # planner.state comes once per heartbeat: wait for one reporting the model's queue
-    assert wait_for(lambda: ("adaserve_queue_depth", frozenset({("model", "lin")})) in scrape(exporter.port))
+    # planner.state comes once per heartbeat: wait for one taken after the last dispatch (an empty queue)
+    depth = ("adaserve_queue_depth", frozenset({("model", "lin")}))
+    assert wait_for(lambda: scrape(exporter.port).get(depth) == 0)
     got = scrape(exporter.port)
 
     assert got[("adaserve_broker_up", frozenset())] == 1
@@ -130,7 +131,6 @@ def test_real_traffic_is_counted_timed_and_queued(exporter: Exporter, pipeline: 
     assert total(got, "adaserve_request_reasons_total", status="rejected") == 1
     assert total(got, "adaserve_jobs_total", model="lin", deadline_met="true") == len(jobs)
     assert got[("adaserve_dead_letters", frozenset())] == 1
-    assert got[("adaserve_queue_depth", frozenset({("model", "lin")}))] == 0  # all served
     assert total(got, "adaserve_planners") == 1
     # every completed request was timed once in each histogram, its buckets cumulative up to +Inf
     for name in ("adaserve_request_queue_seconds", "adaserve_request_execution_seconds",
@@ -184,3 +184,54 @@ def test_label_values_are_bounded_and_cleaned() -> None:
     assert lab("app", "d") == OTHER and lab("app", "c") == "c"  # known values stay
     assert lab("model", "d") == "d"  # each label has its own budget
     assert lab("reason", "x" * 200) == "x" * 64
+
+
+def test_queue_depth_sums_the_live_planners_per_model(exporter: Exporter, r: redis.Redis[bytes],
+                                                      settings: Settings) -> None:
+    sec, usec = r.time()
+    now = sec * 1000 + usec / 1000
+    k = Keys(settings.namespace)
+    for name, pending, ts in (("p1", {"a": 3, "b": 1}, now), ("p2", {"a": 4}, now), ("old", {"a": 100}, now - 60_000)):
+        state = PlannerState(ts=ts, planner=name, pending=pending, held_jobs=2, decisions=5,
+                             decision_p50_ms=0.2, decision_p99_ms=1.5, decision_max_ms=2.0)
+        r.hset(k.planners, name, encode(state))
+    got = scrape(exporter.port)
+    assert got[("adaserve_queue_depth", frozenset({("model", "a")}))] == 7
+    assert got[("adaserve_queue_depth", frozenset({("model", "b")}))] == 1
+    assert got[("adaserve_planners", frozenset())] == 2
+    assert got[("adaserve_planner_decision_seconds", frozenset({("planner", "p1"), ("quantile", "0.99")}))] == 0.0015
+    assert total(got, "adaserve_planner_held_jobs") == 4
+
+
+def test_a_scrape_during_an_outage_says_the_broker_is_down_and_counting_resumes_after_it(tmp_path: Path,
+                                                                                    settings: Settings) -> None:
+    from adaserve.broker import load_settings
+    from adaserve.embedded import EmbeddedServer
+
+    server = EmbeddedServer(tmp_path / "own", persist=False).start()
+    own = load_settings(**{**settings.model_dump(), "redis_url": server.url})
+    exp = Exporter(own, port=0, addr="127.0.0.1")
+    stop = threading.Event()
+    t = threading.Thread(target=exp.run, args=(stop,), daemon=True)
+    try:
+        exp.serve()
+        t.start()
+        assert scrape(exp.port)[("adaserve_broker_up", frozenset())] == 1
+        server.stop()
+        got = scrape(exp.port)
+        assert got[("adaserve_broker_up", frozenset())] == 0
+        assert not any(n == "adaserve_dead_letters" for n, _ in got)
+        assert t.is_alive()  # the follower waits the outage out
+        server = EmbeddedServer(tmp_path / "again", port=server.port, persist=False).start()
+        done = JobCompleted(ts=time.time() * 1000, job_id="j", app="a", model="m", requests=3, completed=3,
+                            latency_ms=5.0, deadline_met=True)
+        with redis.Redis.from_url(server.url) as client:
+            client.xadd(Keys(own.namespace).telemetry, {b"m": encode(done)})
+        assert wait_for(lambda: total(scrape(exp.port), "adaserve_requests_total", status="completed") == 3)
+        assert scrape(exp.port)[("adaserve_broker_up", frozenset())] == 1
+    finally:
+        stop.set()
+        t.join(10)
+        exp.close()
+        server.stop()
+    assert not t.is_alive()
