@@ -235,3 +235,33 @@ def test_a_scrape_during_an_outage_says_the_broker_is_down_and_counting_resumes_
         exp.close()
         server.stop()
     assert not t.is_alive()
+
+
+def test_the_exporter_command_serves_until_sigterm_then_exits_cleanly(settings: Settings, r: redis.Redis[bytes]) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from adaserve.embedded import free_port
+
+    port = free_port()
+    env = {**os.environ, "ADASERVE_REDIS_URL": settings.redis_url, "ADASERVE_NAMESPACE": settings.namespace}
+    proc = subprocess.Popen([sys.executable, "-m", "adaserve", "exporter", "--port", str(port), "--addr", "127.0.0.1"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def up() -> bool:
+            try:
+                return scrape(port)[("adaserve_broker_up", frozenset())] == 1
+            except OSError:
+                return False
+
+        assert wait_for(up, timeout=30), proc.stdout.read() if proc.poll() is not None and proc.stdout else "no scrape"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        assert proc.returncode == 0, out
+        assert f"listening on http://127.0.0.1:{port}/metrics" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
