@@ -17,6 +17,7 @@ import redis
 
 from adaserve.broker import streams
 from adaserve.broker.clock import ServerClock
+from adaserve.broker.codec import encode
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Finalizer
@@ -34,6 +35,7 @@ from adaserve.planner.orloj.feed import OnlineFeedback
 from adaserve.planner.overload import Overload
 from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.profiles import fallback_profile
+from adaserve.planner.report import StateReport
 from adaserve.planner.state import HeldJob
 
 __all__ = ["Planner"]
@@ -66,6 +68,7 @@ class Planner:
         self._pipe = self.r.pipeline(transaction=False)
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
         self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
+        self.report = StateReport(self.consumer, settings.heartbeat_s)
 
     # -- clock -------------------------------------------------------------------------------
     def now_ms(self) -> float:
@@ -116,7 +119,15 @@ class Planner:
                     continue
                 outage.recovered()
         finally:
+            self._goodbye()
             self.close()
+
+    def _goodbye(self) -> None:
+        """Leave the planners hash, so a health check does not wait for this entry to go stale."""
+        try:
+            self.r.hdel(self.keys.planners, self.consumer)
+        except redis.RedisError as exc:
+            log.warning("could not announce the stop: %s", exc)
 
     def _rebuild(self) -> None:
         """Start again from what the server holds. Whether the commands queued when the connection
@@ -238,8 +249,10 @@ class Planner:
                 if not ready:
                     continue
                 _, model = min(ready)
+                started = self.report.start()
                 decision = self.scheds[model].next_batch((now_ms + self.follow.wait_ms(pool.name, now_ms)) / 1000.0,
                                                          self.config.max_batch)
+                self.report.decided(started)
                 self._expire(decision.expired, now_ms)
                 if decision.batch:
                     self._send(model, pool.name, decision, now_ms)
@@ -296,6 +309,10 @@ class Planner:
     # -- housekeeping --------------------------------------------------------------------------
     def _housekeeping(self) -> None:
         self.feedback.tick(self.scheds)  # a clock read, except once every few seconds
+        if self.report.due():
+            raw = encode(self.report.take(self.now_ms(), self.scheds, len(self.held)))
+            self._pipe.hset(self.keys.planners, self.consumer, raw)
+            self._pipe.xadd(self.keys.telemetry, {b"m": raw}, maxlen=self.settings.telemetry_maxlen, approximate=True)
         t = time.time()
         if t >= self._next_clock:
             self._sync_clock()

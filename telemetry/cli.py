@@ -128,9 +128,55 @@ def dead(
         print_dead(letters, total)
 
 
+def exporter(
+    port: int = typer.Option(9464, "--port", min=0, max=65535, help="HTTP port of /metrics (0: any free port)."),
+    addr: str = typer.Option("0.0.0.0", "--addr", help="Address to listen on."),
+    log_level: str = typer.Option("INFO", "--log-level", help="Logging level."),
+) -> None:
+    """Serve Prometheus metrics (queue depths, slots, request counts, latency histograms) until SIGTERM."""
+    from adaserve.process import setup_logging, stop_on_signals
+    from adaserve.telemetry.exporter import Exporter
+
+    setup_logging(log_level)
+    stop = stop_on_signals()
+    try:
+        exp = Exporter(load_connected_settings(), port=port, addr=addr)
+        exp.serve()
+        try:
+            exp.run(stop)
+        finally:
+            exp.close()
+    except AdaserveError as exc:
+        raise cli_error(exc) from None
+
+
+def health(
+    planner: bool = typer.Option(False, "--planner", help="Check a planner of this host."),
+    worker: bool = typer.Option(False, "--worker", help="Check a worker of this host."),
+    name: str = typer.Option("", "--name", help="Planner or worker name, or the start of it (default: any process "
+                                                "of this host, whose names carry the host name)."),
+) -> None:
+    """Exit 0 when the process reported within its TTL (a container healthcheck), else 1 with why."""
+    from adaserve.broker.connection import connect
+    from adaserve.telemetry.health import check
+
+    if planner == worker:
+        raise cli_error("say --planner or --worker")
+    try:
+        settings = load_connected_settings()
+        ok, line = check(connect(settings), settings, "planner" if planner else "worker", name or None)
+    except AdaserveError as exc:
+        raise cli_error(exc) from None
+    typer.echo(line)
+    if not ok:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
     app.command("tail")(tail)
     app.command("stats")(stats)
     app.command("top")(top)
     app.command("dead")(dead)
+    app.command("exporter")(exporter)
+    app.command("health")(health)

@@ -9,7 +9,14 @@ import pytest
 
 from adaserve.broker import Keys, Settings
 from adaserve.broker.codec import encode
-from adaserve.broker.events import BatchFinished, JobAccepted, JobCompleted, RequestTiming, WorkerHeartbeat
+from adaserve.broker.events import (
+    BatchFinished,
+    JobAccepted,
+    JobCompleted,
+    PlannerState,
+    RequestTiming,
+    WorkerHeartbeat,
+)
 from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types, shown_types
 
 
@@ -102,3 +109,6 @@ def test_heartbeats_are_shown_only_when_asked_for() -> None:
     both = EventFilter(shown_types(("job.*",), heartbeats=True))
     assert both.matches(hb) and both.matches(done)
     assert not EventFilter(shown_types(("job.*",))).matches(hb)
+    report = PlannerState(ts=1, planner="p")  # the planner's once-a-second report is one too
+    assert not plain.matches(report) and EventFilter(shown_types((), heartbeats=True)).matches(report)
+    assert EventFilter(shown_types(("planner.state",))).matches(report)
