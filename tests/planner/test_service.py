@@ -175,3 +175,21 @@ def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subse
         av.close()
     assert make("m", None).name != "mosel"
     assert default_factory("edf")("av-digits", None).name != "mosel"  # no settings: no profile lookup
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_nan_and_inf_inputs_are_rejected_at_admission(
+    dtype: type, pipeline: PeerWorker, r: redis.Redis[bytes], settings: Settings,
+) -> None:
+    k = Keys(settings.namespace)
+    for jid, value in (("nan", np.nan), ("inf", np.inf), ("ninf", -np.inf)):
+        x = np.array([1.0, value], dtype)
+        job = Job(id=jid, model="m", slo=Slo(deadline_ms=2000), reply_to="client",
+                  requests=[Request(id="r0", inputs={"x": Tensor.from_numpy(x)})])
+        streams.publish(r, k.jobs, encode(job))
+    streams.publish(r, k.jobs, encode(_job("good")))
+    results = _collect(r, k, 4)
+    assert {(x.job_id, x.status, x.reason.split(":")[0]) for x in results} == {
+        ("nan", "rejected", "non_finite"), ("inf", "rejected", "non_finite"), ("ninf", "rejected", "non_finite"),
+        ("good", "completed", "")}
+    assert pipeline.batches and all(i.job_id == "good" for b in pipeline.batches for i in b.items)
