@@ -59,6 +59,7 @@ class Fuzzer:
 
     def __init__(self, seed: int, *, model: str, inputs: dict[str, tuple[tuple[int, ...], str]], reply_to: str,
                  limits: Limits, tag: str = "fz") -> None:
+        self.seed = seed
         self.rng = random.Random(seed)
         self.np = np.random.default_rng(seed)
         self.model, self.inputs, self.reply_to, self.limits, self.tag = model, inputs, reply_to, limits, tag
