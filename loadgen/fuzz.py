@@ -317,7 +317,7 @@ def _bad_shape(f: Fuzzer, kind: str) -> Hostile:
         spec[f.rng.randrange(len(spec))] = 0
         t.update({"shape": spec, "data": b""})
     elif choice == "enormous":
-        t["shape"] = [2**31, 2**31] + spec
+        t["shape"] = [2**31, 2**31, *spec]
     elif choice == "huge_int":
         t["shape"] = [f.rng.choice([2**63 - 1, 2**64 - 1, -(2**63)])]
     elif choice == "rank":

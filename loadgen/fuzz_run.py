@@ -36,11 +36,9 @@ class KindTally:
     rejected: int = 0  # entries owed results that got all of them, each `rejected` with a reason
     owed_results: int = 0
     results: int = 0
+    unaccounted: int = 0  # no dead letter, or fewer results than owed
     wrong: int = 0  # a result not `rejected`, without a reason, or a reason code other than the kind's
     reasons: Counter[str] = field(default_factory=Counter)
-
-    def unaccounted(self, hostile: Sequence[Hostile], dead: Sequence[bool], got: Sequence[int], idx: list[int]) -> int:
-        return sum(1 for i in idx if not dead[i] or got[i] < hostile[i].results)
 
 
 @dataclass
@@ -112,18 +110,18 @@ class FuzzRun:
                     submitted += self.k
                 sent += n
                 during += client.poll(0)
-                stalled = not self._account(until=lambda: sent - self.accounted <= self.window)
+                stalled = not self._account(sent - self.window)
                 if stalled:
                     break
             if not stalled:
-                stalled = not self._account(until=lambda: self.accounted >= len(self.hostile))
+                stalled = not self._account(len(self.hostile))
             during += client.drain(timeout=60)
         return self._report(entries, valid_before, _valid_stats(during, submitted), stalled, time.monotonic() - t0)
 
     def _send(self, batch: list[Hostile]) -> None:
         with self.r.pipeline(transaction=False) as p:
             for h in batch:
-                p.xadd(self.keys.jobs, h.fields)  # type: ignore[arg-type]
+                p.xadd(self.keys.jobs, h.fields)
             ids = p.execute()
         for h, eid in zip(batch, ids):
             i = len(self.hostile)
@@ -135,13 +133,14 @@ class FuzzRun:
             if h.job_id:
                 self.by_job[h.job_id] = i
 
-    def _account(self, until: Callable[[], bool]) -> bool:
-        """Read dead letters and results until ``until()``; False when nothing moved for ``stall_s``."""
+    def _account(self, target: int) -> bool:
+        """Read dead letters and results until ``target`` entries are accounted for; False when
+        nothing moved for ``stall_s``."""
         last_move = time.monotonic()
         while True:
             self.alive()
             moved = self._read_dead() + self._read_replies()
-            if until():
+            if self.accounted >= target:
                 return True
             now = time.monotonic()
             if moved:
@@ -159,7 +158,7 @@ class FuzzRun:
         if not got:
             return 0
         rows = got[0][1]
-        for eid, f in rows:
+        for _, f in rows:
             i = self.by_entry.get(f.get(b"entry", b""))
             if i is None or self.dead[i]:
                 continue
@@ -206,20 +205,19 @@ class FuzzRun:
             t.owed_results += h.results
             t.results += self.got[i]
             t.rejected += bool(h.results) and self.got[i] >= h.results
+            t.unaccounted += not self._is_done(i)
             if self.dead[i]:
                 t.reasons[self.reasons[i]] += 1
                 if h.reason is not None and self.reasons[i] != h.reason:
                     self.wrong.add(i)
         for i in self.wrong:
             tallies[self.hostile[i].kind].wrong += 1
-        kinds = {}
-        for kind, t in sorted(tallies.items()):
-            idx = [i for i, h in enumerate(self.hostile) if h.kind == kind]
-            kinds[kind] = {"sent": t.sent, "rejected": t.rejected, "dead_lettered": t.dead_lettered,
-                           "owed_results": t.owed_results, "results": t.results, "wrong": t.wrong,
-                           "unaccounted": t.unaccounted(self.hostile, self.dead, self.got, idx),
-                           "reasons": dict(t.reasons)}
+        kinds: dict[str, dict[str, Any]] = {
+            kind: {"sent": t.sent, "rejected": t.rejected, "dead_lettered": t.dead_lettered,
+                   "owed_results": t.owed_results, "results": t.results, "wrong": t.wrong,
+                   "unaccounted": t.unaccounted, "reasons": dict(t.reasons)}
+            for kind, t in sorted(tallies.items())}
         self.r.close()
         return FuzzReport(entries=entries, seed=self.fuzzer.seed, kinds=kinds,
-                          unaccounted=sum(k["unaccounted"] for k in kinds.values()), wrong=len(self.wrong),
+                          unaccounted=sum(t.unaccounted for t in tallies.values()), wrong=len(self.wrong),
                           valid_before=before, valid_during=during, stalled=stalled, seconds=round(seconds, 1))
