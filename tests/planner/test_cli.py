@@ -4,7 +4,7 @@ what is tested is the command's parsing, not the loop)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import CliRunner
@@ -14,7 +14,7 @@ from adaserve.planner import service
 
 
 class Recorder:
-    made: list[dict[str, Any]] = []
+    made: ClassVar[list[dict[str, Any]]] = []
 
     def __init__(self, settings: object, config: object, *, limits: Any = None) -> None:
         Recorder.made.append({"config": config, "limits": limits})
