@@ -33,6 +33,8 @@ _TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERD
 
 def is_transient(exc: BaseException) -> bool:
     """An error that says "the broker is not there right now", not "this command is wrong"."""
+    if isinstance(exc, redis.AuthenticationError):  # a ConnectionError to redis-py; a wrong setting to us
+        return False
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         # A certificate the CA file does not vouch for stays untrusted however long one waits:
         # said at once, so that an operator fixes ADASERVE_TLS_CA_FILE rather than reads retries.

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.sentinel import SCHEME as SENTINEL_SCHEME
@@ -34,6 +35,16 @@ class Limits(BaseSettings):
     min_deadline_ms: float = Field(1.0, gt=0)
     max_deadline_ms: float = Field(3_600_000.0, gt=0)
     allowed_dtypes: tuple[str, ...] = ALL_DTYPES
+    # Models whose float inputs may hold NaN or ±Inf; every other model's are rejected
+    # (``non_finite``). A comma-separated list in the environment.
+    allow_non_finite: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("allow_non_finite", mode="before")
+    @classmethod
+    def _models(cls, v: object) -> object:
+        if isinstance(v, str):
+            return tuple(m.strip() for m in v.split(",") if m.strip())
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Limits:
@@ -67,8 +78,9 @@ class Settings(BaseSettings):
     stream_maxlen: int = Field(100_000, ge=100)
     # Jobs and batches the planner and workers are done with stay this long, then the planner
     # trims them: left to MAXLEN, 100,000 jobs of audio took 1.6 GB and the server's AOF
-    # rewrites burned a core for seconds in the middle of serving (docs/orloj.md, "Live").
-    consumed_keep_s: float = Field(30.0, ge=1.0, le=86_400.0)
+    # rewrites burned a core for seconds in the middle of serving (docs/orloj.md, "Live"). Kept
+    # short: under overload what the ingress holds is rate x this (bench chaos, "overload").
+    consumed_keep_s: float = Field(5.0, ge=1.0, le=86_400.0)
     telemetry_maxlen: int = Field(1_000_000, ge=1000)
     result_ttl_s: int = Field(3600, ge=10)
     # Longest broker outage a process waits out before it gives up; unset: wait for ever (a
@@ -114,6 +126,12 @@ class Settings(BaseSettings):
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ValueError("ADASERVE_TLS_CERT_FILE and ADASERVE_TLS_KEY_FILE go together: set both or neither")
         return self
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The ``ADASERVE_*`` variables that give a child process these same settings."""
+    return {f"ADASERVE_{name.upper()}": str(value) for name, value in settings.model_dump().items()
+            if value is not None}
 
 
 def load_settings(**overrides: object) -> Settings:
