@@ -17,7 +17,7 @@ from adaserve.broker.errors import ConfigError
 from adaserve.broker.sentinel import is_sentinel_url, parse_sentinel_url
 from adaserve.broker.settings import Settings
 
-__all__ = ["connect", "tls_untrusted"]
+__all__ = ["connect", "shown_url", "tls_untrusted"]
 
 # Asking a sentinel where the primary is takes one short round trip; a sentinel host that is down
 # should cost the next one in the list little, not the 5 s a primary gets to accept a connection.
@@ -93,6 +93,17 @@ def tls_untrusted(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a log line or an error: its password, if any, replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    if not sep or "@" not in netloc:
+        return url
+    auth, _, hosts = netloc.rpartition("@")
+    user, colon, _ = auth.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{hosts}{slash}{path}"
 
 
 def _path(p: object) -> str | None:

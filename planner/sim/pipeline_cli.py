@@ -21,6 +21,7 @@ from adaserve.planner.sim.engine import SimResult
 def calibration_from_run(run: str, out: Path) -> Calibration:
     """Measure a live run's pipeline costs from the server's telemetry and save them to ``out``."""
     from adaserve.broker import connect
+    from adaserve.broker.connection import shown_url
     from adaserve.broker.settings import load_connected_settings
     from adaserve.telemetry import TelemetryReader, run_events
 
@@ -31,7 +32,7 @@ def calibration_from_run(run: str, out: Path) -> Calibration:
     finally:
         r.close()
     if not events:
-        raise typer.BadParameter(f"no telemetry of run {run!r} on {settings.redis_url}")
+        raise typer.BadParameter(f"no telemetry of run {run!r} on {shown_url(settings.redis_url)}")
     cal = calibrate(events)
     cal.save(out)
     return cal
