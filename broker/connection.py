@@ -11,7 +11,9 @@ import ssl
 from typing import Any
 
 import redis
-from redis.sentinel import Sentinel
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.sentinel import is_sentinel_url, parse_sentinel_url
@@ -52,12 +54,41 @@ def _through_sentinel(url: str, options: dict[str, Any]) -> redis.Redis[bytes]:
     pool asks them again whenever a connection breaks, and turns READONLY from a demoted primary
     into a connection error, so the callers' outage handling is all a failover needs."""
     parsed = parse_sentinel_url(url)
-    manager = Sentinel(list(parsed.sentinels), sentinel_kwargs={
-        "socket_timeout": _SENTINEL_TIMEOUT_S, "socket_connect_timeout": _SENTINEL_TIMEOUT_S})
+    # No retries of a sentinel query: redis-py's default (ten, backing off to a second) would spend
+    # seconds on each dead sentinel before asking the next; the callers' outage loop retries.
+    manager = _Sentinels(list(parsed.sentinels), sentinel_kwargs={
+        "socket_timeout": _SENTINEL_TIMEOUT_S, "socket_connect_timeout": _SENTINEL_TIMEOUT_S,
+        "retry": Retry(NoBackoff(), 0)})
     client: redis.Redis[bytes] = manager.master_for(
         parsed.service, redis_class=_SentinelClient, db=parsed.db, username=parsed.username,
         password=parsed.password, **options)
     return client
+
+
+class _Sentinels(Sentinel):  # type: ignore[misc]  # redis is untyped here (Any)
+    """Says in one line an operator can act on why no primary was found, where redis-py lists
+    the repr of every sentinel client it tried."""
+
+    def discover_master(self, service_name: str) -> tuple[str, int]:
+        try:
+            found: tuple[str, int] = super().discover_master(service_name)
+        except MasterNotFoundError:
+            raise MasterNotFoundError(self._why(service_name)) from None
+        return found
+
+    def _why(self, name: str) -> str:
+        where = ", ".join("{host}:{port}".format_map(s.connection_pool.connection_kwargs) for s in self.sentinels)
+        states, errors = [], []
+        for s in self.sentinels:
+            try:
+                states.append(s.sentinel_masters().get(name))
+            except redis.RedisError as exc:
+                errors.append(exc)
+        if not states:
+            return f"none of the sentinels at {where} answered ({errors[0]})"
+        if not any(states):
+            return f"the sentinels at {where} watch no primary named {name!r}"
+        return f"the sentinels at {where} see the primary {name!r} as down (a failover may be under way)"
 
 
 class _SentinelClient(redis.Redis):  # type: ignore[misc]  # redis is untyped here (Any)

@@ -3,17 +3,21 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 import redis
 from rq import Queue, SimpleWorker
 from rq.serializers import JSONSerializer
+from typer.testing import CliRunner
 
 from adaserve.broker import connect, is_transient, load_settings
 from adaserve.broker.connection import shown_url
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.sentinel import SentinelURL, parse_sentinel_url
+from adaserve.cli import app
+from adaserve.embedded import free_port
 
 
 @pytest.mark.parametrize(("url", "want"), [
@@ -47,6 +51,28 @@ def test_a_malformed_sentinel_url_is_one_line_that_never_shows_the_password(url:
 def test_the_settings_name_the_sentinel_scheme_among_the_accepted_ones() -> None:
     with pytest.raises(ConfigError, match=r"redis\+sentinel://"):
         load_settings(redis_url="http://h:1/m")
+
+
+def test_sentinels_that_cannot_be_reached_are_one_line_from_the_cli(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    for name in [n for n in os.environ if n.startswith("ADASERVE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ADASERVE_REDIS_URL", f"redis+sentinel://:hunter2@127.0.0.1:{free_port()},127.0.0.1:1/m")
+    monkeypatch.setenv("COLUMNS", "60")
+    result = CliRunner().invoke(app, ["stats"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hunter2" not in lines[0], result.output
+    assert lines[0].startswith("error: cannot reach the server (ADASERVE_REDIS_URL): none of the sentinels at 127.0.0.1:"), lines
+
+
+def test_a_primary_name_the_sentinels_do_not_know_is_said_so(sentinel_group) -> None:
+    url = sentinel_group.url.replace("/ada-primary/", "/no-such-primary/")
+    r = connect(load_settings(redis_url=url))
+    with pytest.raises(redis.ConnectionError) as caught:
+        r.ping()
+    r.close()
+    assert str(caught.value).endswith("watch no primary named 'no-such-primary'"), caught.value
 
 
 def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:
