@@ -194,7 +194,8 @@ class SentinelGroup:
 
     def primary_port(self) -> int:
         """Where the sentinels say the primary is now."""
-        s = redis.Redis(port=self.sentinels[0].port, socket_timeout=1, decode_responses=True)
+        alive = next(x for x in self.sentinels if x.alive())
+        s = redis.Redis(port=alive.port, socket_timeout=1, decode_responses=True)
         try:
             host_port = s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER)
             return int(host_port[1])

@@ -77,14 +77,16 @@ def test_a_primary_name_the_sentinels_do_not_know_is_said_so(sentinel_group) -> 
 
 def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:
     """A planned failover (SENTINEL FAILOVER) leaves the old primary up as a replica: the client's
-    next write there gets READONLY, which must become "ask the sentinels again", not a failure."""
+    next write there gets READONLY, which must become "ask the sentinels again", not a failure.
+    The first sentinel of the URL is down throughout: the client asks the next."""
+    sentinel_group.sentinels[0].kill()
     settings = load_settings(redis_url=sentinel_group.url, namespace="sen")
     r = connect(settings)
     try:
         r.set("k", "before")
         first = sentinel_group.primary_port()
         assert first == sentinel_group.primary.port
-        sentinel = redis.Redis(port=sentinel_group.sentinels[0].port, socket_timeout=2)
+        sentinel = redis.Redis(port=sentinel_group.sentinels[1].port, socket_timeout=2)
         sentinel.execute_command("SENTINEL", "FAILOVER", "ada-primary")
         sentinel.close()
         deadline = time.monotonic() + 20
