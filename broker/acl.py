@@ -1,0 +1,119 @@
+"""Redis ACL rules, one role per kind of process, built from a namespace's key templates.
+
+A role grants the commands its processes send and the keys they touch, and nothing else: a
+producer may add jobs and read its own reply stream only, a worker never reads the ingress
+stream, a reader only reads. Commands that scripts run are checked against the same rules, so a
+role that calls the finaliser holds the commands the script runs as well. ``docs/security.md``
+says which process uses which role and how to load the rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from adaserve.broker.errors import ConfigError
+from adaserve.broker.keys import RQ_KEYS, Keys, rq_enqueue_patterns
+
+ROLES = ("producer", "planner", "worker", "profiler", "reader")
+FORMATS = ("acl-file", "commands")
+
+_NAMESPACE = re.compile(r"^[A-Za-z0-9_\-]{1,32}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+# Client ids may hold these (``producers.client``); none of them is special in a key pattern.
+_PREFIX = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+
+# Every connection: redis-py names its library on connect and pings to check the socket.
+_CONNECTION = ("ping", "select", "client|setinfo", "client|setname", "client|getname", "client|id")
+# redis-py runs a registered script by its SHA and loads it when the server lacks it; the commands
+# the script runs are granted by the role.
+_SCRIPTS = ("evalsha", "eval", "script|load", "script|exists")
+# What the finaliser's and the registration's Lua scripts run (``broker/finalize``).
+_FINALIZE = ("time", "hget", "hset", "hsetnx", "hincrby", "hmget", "expire", "xadd", "xack")
+# Group consumption and reclaim of a stream (``broker/streams``).
+_CONSUME = ("xreadgroup", "xack", "xautoclaim", "xclaim", "xpending", "xgroup|create", "xinfo|groups")
+
+
+@dataclass(frozen=True)
+class Role:
+    """One ACL user: its name, password and the rules that follow ``reset``."""
+
+    name: str
+    role: str
+    password: str
+    keys: tuple[str, ...]
+    channels: tuple[str, ...]
+    commands: tuple[str, ...]
+
+    def rules(self) -> list[str]:
+        """The ACL rules in order, the password as its SHA-256 (never the text itself)."""
+        digest = hashlib.sha256(self.password.encode()).hexdigest()
+        out = ["reset", "on", f"#{digest}", *self.keys, *(f"&{c}" for c in self.channels)]
+        return out + [f"+{c}" for c in self.commands]
+
+    def acl_file_line(self) -> str:
+        """A line of an ACL file (``aclfile`` in the server's configuration)."""
+        return " ".join(["user", self.name, *self.rules()])
+
+    def setuser_command(self) -> str:
+        """The same rules as one ``ACL SETUSER`` command, e.g. for ``redis-cli``."""
+        return " ".join(["ACL", "SETUSER", self.name, *self.rules()])
+
+
+def _sorted(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted({c for g in groups for c in g}))
+
+
+def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(key selectors, channel patterns, commands) of a role."""
+    if role == "producer":
+        # The SDK: XADD to the ingress stream (never reading it), its reply stream read with
+        # XREAD, trimmed and deleted on close (``producers.client``).
+        keys = (f"%W~{k.jobs}", f"~{k.reply(client_prefix + '-*')}")
+        return keys, (), _sorted(_CONNECTION, ("xadd", "xread", "xtrim", "del"))
+    if role == "planner":
+        keys = (f"~{k.jobs}", f"~{k.batches('*')}", f"~{k.telemetry}", f"~{k.job('*')}", f"%W~{k.dead}",
+                f"%W~{k.reply('*')}", f"%R~{k.workers}", f"%R~{k.profile('*')}", f"~{k.orloj_samples('*')}",
+                *(f"~{p}" for p in rq_enqueue_patterns(k.rq_queue)))
+        commands = ("info", "xadd", "xread", "xrange", "xrevrange", "xtrim", "xlen", "hgetall", "hkeys", "get",
+                    "lrange", "ltrim", "exists", "multi", "exec", "discard", "watch", "unwatch",
+                    # rq's enqueue and its look at the queue's workers
+                    "hmset", "rpush", "lpush", "llen", "sadd", "smembers", "zadd", "zrem", "persist", "del")
+        return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands)
+    if role == "worker":
+        keys = (f"~{k.batches('*')}", f"~{k.job('*')}", f"~{k.reply('*')}", f"~{k.telemetry}",
+                f"%W~{k.dead}", f"~{k.workers}")
+        commands = ("info", "hgetall", "hdel", "hexists", "xinfo|consumers", "xgroup|delconsumer")
+        return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands)
+    if role == "profiler":
+        # An rq worker (``adaserve profiler``) and what its jobs touch: profiles, ORLOJ's samples
+        # and the batches a re-run reads its request from. rq's commands change between its
+        # releases, so the profiler holds whole data-type categories, never the dangerous ones.
+        keys = (f"~{k.profile('*')}", f"~{k.orloj_samples('*')}", f"%R~{k.batches('*')}", f"~{RQ_KEYS}")
+        commands = ("@keyspace", "@read", "@write", "@string", "@hash", "@list", "@set", "@sortedset",
+                    "@stream", "@transaction", "@pubsub", "@scripting")
+        return keys, (RQ_KEYS,), (*_sorted(_CONNECTION, ("info", "time", "client|info")), *commands)
+    if role == "reader":
+        # ``adaserve tail``, ``stats`` and ``dead``: reads of the telemetry and dead-letter streams.
+        keys = (f"%R~{k.telemetry}", f"%R~{k.dead}", f"%R~{k.workers}")
+        return keys, (), _sorted(_CONNECTION, ("time", "xrange", "xrevrange", "xread", "xlen", "hgetall"))
+    raise ConfigError(f"unknown role {role!r}: choose one of {', '.join(ROLES)}")
+
+
+def role(namespace: str, role: str, *, password: str, user: str | None = None,
+         client_prefix: str | None = None) -> Role:
+    """The ACL user of ``role`` in ``namespace``; the user name defaults to ``<namespace>-<role>``
+    and a producer's client prefix to ``<role name>``: it may read ``reply:<prefix>-*`` only."""
+    if not _NAMESPACE.match(namespace):
+        raise ConfigError(f"namespace {namespace!r} must be 1-32 characters of [A-Za-z0-9_-]")
+    name = user or f"{namespace}-{role}"
+    if not _NAME.match(name):
+        raise ConfigError(f"ACL user name {name!r} must be 1-64 characters of [A-Za-z0-9_.-]")
+    if not password:
+        raise ConfigError(f"ACL user {name!r} needs a password")
+    prefix = client_prefix or name
+    if not _PREFIX.match(prefix):
+        raise ConfigError(f"client prefix {prefix!r} must be 1-64 characters of [A-Za-z0-9_.:-]")
+    keys, channels, commands = _grants(Keys(namespace), role, prefix)
+    return Role(name, role, password, keys, channels, commands)
