@@ -24,8 +24,10 @@ _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 # Client ids may hold these (``producers.client``); none of them is special in a key pattern.
 _PREFIX = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 
-# Every connection: redis-py names its library on connect and pings to check the socket.
-_CONNECTION = ("ping", "select", "client|setinfo", "client|setname", "client|getname", "client|id")
+# Every connection: redis-py names its library on connect (CLIENT SETINFO, which Redis 7.0 lacks:
+# naming it would make the rules fail to load there) and pings to check the socket. The category
+# holds only commands about the caller's own connection once the dangerous ones are taken out.
+_CONNECTION = ("@connection", "-@dangerous")
 # redis-py runs a registered script by its SHA and loads it when the server lacks it; the commands
 # the script runs are granted by the role.
 _SCRIPTS = ("evalsha", "eval", "script|load", "script|exists")
@@ -50,7 +52,7 @@ class Role:
         """The ACL rules in order, the password as its SHA-256 (never the text itself)."""
         digest = hashlib.sha256(self.password.encode()).hexdigest()
         out = ["reset", "on", f"#{digest}", *self.keys, *(f"&{c}" for c in self.channels)]
-        return out + [f"+{c}" for c in self.commands]
+        return out + [c if c.startswith("-") else f"+{c}" for c in self.commands]
 
     def acl_file_line(self) -> str:
         """A line of an ACL file (``aclfile`` in the server's configuration)."""
@@ -62,7 +64,9 @@ class Role:
 
 
 def _sorted(*groups: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(sorted({c for g in groups for c in g}))
+    """The connection rules first (their ``-@dangerous`` must not undo a grant that follows),
+    then the role's commands, sorted."""
+    return (*_CONNECTION, *sorted({c for g in groups for c in g} - set(_CONNECTION)))
 
 
 def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
@@ -74,7 +78,7 @@ def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tu
         return keys, (), _sorted(_CONNECTION, ("xadd", "xread", "xtrim", "del"))
     if role == "planner":
         keys = (f"~{k.jobs}", f"~{k.batches('*')}", f"~{k.telemetry}", f"~{k.job('*')}", f"%W~{k.dead}",
-                f"%W~{k.reply('*')}", f"%R~{k.workers}", f"%R~{k.profile('*')}", f"~{k.orloj_samples('*')}",
+                f"~{k.reply('*')}", f"%R~{k.workers}", f"%R~{k.profile('*')}", f"~{k.orloj_samples('*')}",
                 *(f"~{p}" for p in rq_enqueue_patterns(k.rq_queue)))
         commands = ("info", "xadd", "xread", "xrange", "xrevrange", "xtrim", "xlen", "hgetall", "hkeys", "get",
                     "lrange", "ltrim", "exists", "multi", "exec", "discard", "watch", "unwatch",
@@ -89,11 +93,12 @@ def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tu
     if role == "profiler":
         # An rq worker (``adaserve profiler``) and what its jobs touch: profiles, ORLOJ's samples
         # and the batches a re-run reads its request from. rq's commands change between its
-        # releases, so the profiler holds whole data-type categories, never the dangerous ones.
+        # releases, so the profiler holds whole data-type categories.
         keys = (f"~{k.profile('*')}", f"~{k.orloj_samples('*')}", f"%R~{k.batches('*')}", f"~{RQ_KEYS}")
-        commands = ("@keyspace", "@read", "@write", "@string", "@hash", "@list", "@set", "@sortedset",
-                    "@stream", "@transaction", "@pubsub", "@scripting")
-        return keys, (RQ_KEYS,), (*_sorted(_CONNECTION, ("info", "time", "client|info")), *commands)
+        # Data-type categories hold a few server-wide commands (FLUSHDB, KEYS, ...): taken out again.
+        commands = ("@connection", "@keyspace", "@read", "@write", "@string", "@hash", "@list", "@set",
+                    "@sortedset", "@stream", "@transaction", "@pubsub", "@scripting", "-@dangerous", "info", "time")
+        return keys, (RQ_KEYS,), commands
     if role == "reader":
         # ``adaserve tail``, ``stats`` and ``dead``: reads of the telemetry and dead-letter streams.
         keys = (f"%R~{k.telemetry}", f"%R~{k.dead}", f"%R~{k.workers}")
