@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 
 from adaserve import commands
 from adaserve.bench import cli as bench_cli
+from adaserve.broker import cli as broker_cli
 from adaserve.broker.errors import AdaserveError
 from adaserve.loadgen import cli as loadgen_cli
 from adaserve.models import cli as models_cli
@@ -68,7 +69,8 @@ def _root(
 ) -> None:
     """SLO-aware inference serving on Redis Streams."""
 
-for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli):
+for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli,
+               broker_cli):
     module.register(app)
 
 

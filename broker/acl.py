@@ -101,8 +101,8 @@ def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tu
         return keys, (RQ_KEYS,), commands
     if role == "reader":
         # ``adaserve tail``, ``stats`` and ``dead``: reads of the telemetry and dead-letter streams.
-        keys = (f"%R~{k.telemetry}", f"%R~{k.dead}", f"%R~{k.workers}")
-        return keys, (), _sorted(_CONNECTION, ("time", "xrange", "xrevrange", "xread", "xlen", "hgetall"))
+        keys = (f"%R~{k.telemetry}", f"%R~{k.dead}")
+        return keys, (), _sorted(_CONNECTION, ("time", "xrange", "xrevrange", "xread", "xlen"))
     raise ConfigError(f"unknown role {role!r}: choose one of {', '.join(ROLES)}")
 
 
