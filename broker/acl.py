@@ -71,6 +71,8 @@ def _sorted(*groups: tuple[str, ...]) -> tuple[str, ...]:
 
 def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(key selectors, channel patterns, commands) of a role."""
+    keys: tuple[str, ...]
+    commands: tuple[str, ...]
     if role == "producer":
         # The SDK: XADD to the ingress stream (never reading it), its reply stream read with
         # XREAD, trimmed and deleted on close (``producers.client``).
@@ -80,10 +82,10 @@ def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tu
         keys = (f"~{k.jobs}", f"~{k.batches('*')}", f"~{k.telemetry}", f"~{k.job('*')}", f"%W~{k.dead}",
                 f"~{k.reply('*')}", f"%R~{k.workers}", f"%R~{k.profile('*')}", f"~{k.orloj_samples('*')}",
                 *(f"~{p}" for p in rq_enqueue_patterns(k.rq_queue)))
-        commands = ("info", "xadd", "xread", "xrange", "xrevrange", "xtrim", "xlen", "hgetall", "hkeys", "get",
-                    "lrange", "ltrim", "exists", "multi", "exec", "discard", "watch", "unwatch",
+        commands = ("info", "xadd", "xread", "xrevrange", "xtrim", "hgetall", "hkeys", "get",
+                    "lrange", "ltrim", "exists", "multi", "exec",
                     # rq's enqueue and its look at the queue's workers
-                    "hmset", "rpush", "lpush", "llen", "sadd", "smembers", "zadd", "zrem", "persist", "del")
+                    "rpush", "llen", "sadd", "smembers")
         return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands)
     if role == "worker":
         keys = (f"~{k.batches('*')}", f"~{k.job('*')}", f"~{k.reply('*')}", f"~{k.telemetry}",

@@ -25,7 +25,6 @@ from adaserve.producers import Client, make_job
 from adaserve.workers import Worker, WorkerConfig
 
 
-
 def sample(label: int, rng: np.random.Generator) -> np.ndarray:
     """An input of the tiny model (this folder's conftest) whose right answer is ``label``."""
     x = rng.uniform(0.0, 0.5, 4).astype(np.float32)
