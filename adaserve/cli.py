@@ -39,6 +39,10 @@ class _OneLineErrors(TyperGroup):
             return super().invoke(ctx)
         except AdaserveError as exc:
             raise cli_error(exc) from None
+        except redis.exceptions.NoPermissionError as exc:
+            # A credential whose ACL user lacks this part's role (docs/security.md).
+            raise cli_error(f"the server refused a command to this user: {exc}; connect with the user of "
+                            "this part's role (`adaserve acl`)") from None
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             # A wrong or unreachable ADASERVE_REDIS_URL: a configuration error, exit code 2.
             raise cli_error(f"cannot reach the server (ADASERVE_REDIS_URL): {exc}") from None

@@ -202,6 +202,19 @@ def test_a_profiler_keeps_profiles_and_rq_keys_and_stays_out_of_the_pipeline(
         q.delete(delete_jobs=True)
 
 
+def test_a_command_run_with_another_roles_user_ends_in_one_line(
+    settings: Settings, acl_user: MakeUser, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from adaserve.cli import app
+
+    monkeypatch.setenv("ADASERVE_REDIS_URL", acl_user("producer").redis_url)
+    monkeypatch.setenv("ADASERVE_NAMESPACE", settings.namespace)
+    out = CliRunner().invoke(app, ["tail", "--no-follow"])
+    assert out.exit_code == 2
+    assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, out.output
+    assert "refused a command to this user" in out.stderr and "adaserve acl" in out.stderr
+
+
 # -- the CLI and the rules on other servers ---------------------------------------------------------
 
 def test_the_cli_prints_commands_that_redis_accepts_and_enforces(
