@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.keys import RQ_KEYS, Keys, rq_enqueue_patterns
@@ -43,7 +43,7 @@ class Role:
 
     name: str
     role: str
-    password: str
+    password: str = field(repr=False)  # kept out of logs and tracebacks
     keys: tuple[str, ...]
     channels: tuple[str, ...]
     commands: tuple[str, ...]

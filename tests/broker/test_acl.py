@@ -41,11 +41,12 @@ def denied(fn: Callable[[], object]) -> bool:
 # -- the rules themselves ---------------------------------------------------------------------
 
 def test_a_producer_may_write_jobs_and_use_only_its_prefix_of_reply_streams() -> None:
-    u = role("prod", "producer", password="pw", client_prefix="app1")
+    u = role("prod", "producer", password="s3cret", client_prefix="app1")
     assert u.name == "prod-producer"
     assert u.keys == ("%W~{prod}:jobs", "~{prod}:reply:app1-*")
     assert {"+xadd", "+xread", "+xtrim", "+del"} <= set(u.rules())
-    assert "pw" not in u.acl_file_line() and u.acl_file_line().startswith("user prod-producer reset on #")
+    assert "s3cret" not in u.acl_file_line() + repr(u)
+    assert u.acl_file_line().startswith("user prod-producer reset on #")
     assert u.setuser_command().startswith("ACL SETUSER prod-producer reset on #")
     # without a prefix, the user name is the prefix (the SDK's default with a user in the URL)
     assert role("prod", "producer", password="pw").keys[1] == "~{prod}:reply:prod-producer-*"
