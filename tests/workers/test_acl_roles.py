@@ -1,6 +1,7 @@
 """The ACL roles are sufficient, not only restrictive: a real planner and a real worker, each
 connected as its own role's user, serve jobs that a producer's user submits, through every path a
-request can end by (completed, expired, rejected, dead-lettered) and the workers' housekeeping.
+request can end by (completed, expired, rejected, dead-lettered), and a worker's housekeeping:
+reclaiming a dead worker's batches, dead-lettering one delivered too often, pruning.
 
 Here rather than under tests/broker for the tiny ONNX model of this folder's conftest. Several
 paths swallow a Redis error on purpose (a prune, ORLOJ's feedback round), so the server's ACL log
@@ -13,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -41,15 +43,21 @@ def _refusals(r: redis.Redis[bytes], users: list[str]) -> list[dict[bytes, objec
 
 
 def test_planner_and_worker_serve_a_producer_each_under_its_own_role(
-    settings: Settings, r: redis.Redis[bytes], acl_user: Callable[..., Settings], zoo: object,
+    settings: Settings, r: redis.Redis[bytes], acl_user: Callable[..., Settings], zoo: object, feeder: Any,
 ) -> None:
     roles = {name: acl_user(name) for name in ("producer", "planner", "worker")}
     users = [s.redis_url.split("//")[1].split(":")[0] for s in roles.values()]
     k = Keys(settings.namespace)
-    # the workers' housekeeping has work to do: a heartbeat long stale and an idle consumer
+    # the workers' housekeeping has work to do: a heartbeat long stale, and a consumer that died
+    # holding two batches, one of them delivered too often already (the feeder made the group)
     r.hset(k.workers, "ghost", msgpack.packb({"ts": 1.0}))
-    r.xgroup_create(k.batches("cpu"), "cpu", id="0", mkstream=True)
-    r.xgroup_createconsumer(k.batches("cpu"), "cpu", "ghost")
+    orphan, orphan_labels = feeder.batch(3)
+    first = feeder.send(orphan)
+    r.xreadgroup("cpu", "ghost", {k.batches("cpu"): ">"}, count=1)
+    worn, _ = feeder.batch(2)
+    feeder.send(worn)
+    for cursor in (">", first, first):  # reading its own pending entries after ``first`` again
+        r.xreadgroup("cpu", "ghost", {k.batches("cpu"): cursor}, count=1)
     r.acl_log_reset()
     stop = threading.Event()
     worker = Worker(roles["worker"], WorkerConfig(name="w-" + uuid.uuid4().hex[:6]), load=zoo,
@@ -77,7 +85,9 @@ def test_planner_and_worker_serve_a_producer_each_under_its_own_role(
             time.sleep(0.1)
         assert not r.hexists(k.workers, "ghost"), "the worker did not prune a stale heartbeat"
         assert b"ghost" not in _consumers(r, k), "the worker did not drop an idle consumer"
-        assert sorted(f[b"reason"] for _, f in r.xrange(k.dead)) == [b"undecodable", b"unknown_model"]
+        ended = {(x.status, x.prediction) for x in feeder.results(5)}
+        assert ended == {("completed", y) for y in orphan_labels} | {("failed", None)}, ended
+        assert sorted(f[b"reason"] for _, f in r.xrange(k.dead)) == [b"max_deliveries", b"undecodable", b"unknown_model"]
     finally:
         stop.set()
         for t in threads:
