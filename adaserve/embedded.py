@@ -38,12 +38,21 @@ def server_binary() -> str:
 
 
 class EmbeddedServer:
-    """A child ``valkey-server`` on 127.0.0.1 with its data (AOF when ``persist``) in ``data_dir``."""
+    """A child ``valkey-server`` on 127.0.0.1 with its data (AOF when ``persist``) in ``data_dir``.
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, persist: bool = True) -> None:
+    ``fsync`` is the AOF's ``appendfsync``: ``everysec`` (the default: a crash of the machine may
+    lose the last second of acknowledged writes), ``always`` (none lost, each write waits for the
+    disk) or ``no`` (the kernel decides).
+    """
+
+    def __init__(self, data_dir: Path, *, port: int | None = None, persist: bool = True,
+                 fsync: str = "everysec") -> None:
+        if fsync not in ("always", "everysec", "no"):
+            raise ValueError(f"fsync must be always, everysec or no, not {fsync!r}")
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port()
         self.persist = persist
+        self.fsync = fsync
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -59,7 +68,7 @@ class EmbeddedServer:
         args = [
             server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
             "--save", "", "--appendonly", "yes" if self.persist else "no",
-            "--appendfsync", "everysec", "--logfile", "server.log", "--daemonize", "no",
+            "--appendfsync", self.fsync, "--logfile", "server.log", "--daemonize", "no",
             "--protected-mode", "yes",
         ]
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -96,6 +105,12 @@ class EmbeddedServer:
         try:
             self._proc.wait(10)
         except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: what the AOF had not written is gone."""
+        if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait(5)
 

@@ -31,9 +31,13 @@ class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
                  policy: str = "orloj", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
                  log_dir: Path | None = None, split: tuple[str, ...] = (), modality: str = "optimized",
-                 persist: bool = True, server_dir: Path | None = None, server_port: int | None = None) -> None:
+                 persist: bool = True, server_dir: Path | None = None, server_port: int | None = None,
+                 planners: int = 1, fsync: str = "everysec") -> None:
         if cpu_workers < 0:
             raise ValueError("cpu_workers must be >= 0")
+        if planners < 1:
+            raise ValueError("planners must be >= 1")
+        self.planners, self.fsync = planners, fsync
         self.settings = settings
         self.cpu_workers, self.policy, self.slots, self.max_batch = cpu_workers, policy, slots, max_batch
         self.worker_threads = worker_threads
@@ -47,6 +51,7 @@ class Stack:
         self.server: EmbeddedServer | None = None
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._env: dict[str, str] = {}
+        self._args: dict[str, list[str]] = {}
 
     @property
     def embedded(self) -> bool:
@@ -54,13 +59,16 @@ class Stack:
 
     def start(self: _S) -> _S:
         if not self.settings.redis_url:
-            self.server = EmbeddedServer(self.server_dir, port=self.server_port, persist=self.persist).start()
+            self.server = EmbeddedServer(self.server_dir, port=self.server_port, persist=self.persist,
+                                         fsync=self.fsync).start()
             self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,
                "ADASERVE_NAMESPACE": self.settings.namespace, "ADASERVE_DATA_DIR": str(self.settings.data_dir)}
         self._env = env
         self._spawn("planner", self._planner_args(), env)
+        for i in range(1, self.planners):
+            self._spawn(f"planner-{i}", self._planner_args(), env)
         worker = ["worker", "--pool", "cpu", "--slots", str(self.slots)]
         if self.worker_threads:
             worker += ["--threads", str(self.worker_threads)]
@@ -90,7 +98,23 @@ class Stack:
         out = open(self.log_dir / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "adaserve", *args], env=env, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._args[name] = args  # what ``respawn`` starts again
         self.children.append((name, proc))
+
+    def child(self, name: str) -> subprocess.Popen[bytes]:
+        for n, proc in self.children:
+            if n == name:
+                return proc
+        raise KeyError(f"no child named {name!r}; children: {', '.join(n for n, _ in self.children)}")
+
+    def respawn(self, name: str) -> subprocess.Popen[bytes]:
+        """Start ``name`` again with its arguments, as a supervisor would after it died."""
+        old = self.child(name)
+        if old.poll() is None:
+            raise AdaserveError(f"{name} is still running (pid {old.pid})")
+        self.children = [(n, p) for n, p in self.children if n != name]
+        self._spawn(name, self._args[name], self._env)
+        return self.child(name)
 
     def wait_ready(self, timeout_s: float = 120.0) -> int:
         """Block until every worker has sent a heartbeat with its models loaded; returns the count."""

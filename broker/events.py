@@ -163,6 +163,22 @@ class PlannerReplanned(_Ev):
     after_accuracy: float | None = None
 
 
+class PlannerState(_Ev):
+    """A planner's state, once per ``heartbeat_s``: what it holds and how long its decisions took.
+
+    ``pending`` counts requests waiting per model; ``decisions`` and the percentiles cover the
+    scheduler calls (``next_batch``) since the previous report, in wall-clock ms."""
+
+    event: Literal["planner.state"] = "planner.state"
+    planner: str
+    pending: dict[str, int] = Field(default_factory=dict)
+    held_jobs: int = 0
+    decisions: int = 0
+    decision_p50_ms: float | None = None
+    decision_p99_ms: float | None = None
+    decision_max_ms: float | None = None
+
+
 class ModelSwitched(_Ev):
     event: Literal["model.switched"] = "model.switched"
     app: str
@@ -173,12 +189,12 @@ class ModelSwitched(_Ev):
 
 Event = Annotated[
     JobAccepted | JobRejected | JobExpired | JobCompleted | JobPlanned | BatchDispatched | BatchFinished
-    | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | ModelSwitched,
+    | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | PlannerState | ModelSwitched,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENT_TYPES: tuple[str, ...] = (
     "job.accepted", "job.rejected", "job.expired", "job.completed", "job.planned",
     "batch.dispatched", "batch.finished", "batch.deadlettered", "worker.heartbeat",
-    "worker.stopped", "planner.replanned", "model.switched",
+    "worker.stopped", "planner.replanned", "planner.state", "model.switched",
 )

@@ -51,6 +51,11 @@ class Keys:
         """Hash worker id -> last heartbeat (msgpack)."""
         return f"{self._p}:workers"
 
+    @property
+    def planners(self) -> str:
+        """Hash planner consumer -> its last ``planner.state`` (msgpack), for health checks."""
+        return f"{self._p}:planners"
+
     def profile(self, model: str) -> str:
         return f"{self._p}:profile:{model}"
 

@@ -31,6 +31,8 @@ _TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERD
 
 def is_transient(exc: BaseException) -> bool:
     """An error that says "the broker is not there right now", not "this command is wrong"."""
+    if isinstance(exc, redis.AuthenticationError):  # a ConnectionError to redis-py; a wrong setting to us
+        return False
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return True
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_TRANSIENT_REPLIES)

@@ -65,8 +65,9 @@ class Settings(BaseSettings):
     stream_maxlen: int = Field(100_000, ge=100)
     # Jobs and batches the planner and workers are done with stay this long, then the planner
     # trims them: left to MAXLEN, 100,000 jobs of audio took 1.6 GB and the server's AOF
-    # rewrites burned a core for seconds in the middle of serving (docs/orloj.md, "Live").
-    consumed_keep_s: float = Field(30.0, ge=1.0, le=86_400.0)
+    # rewrites burned a core for seconds in the middle of serving (docs/orloj.md, "Live"). Kept
+    # short: under overload what the ingress holds is rate x this (bench chaos, "overload").
+    consumed_keep_s: float = Field(5.0, ge=1.0, le=86_400.0)
     telemetry_maxlen: int = Field(1_000_000, ge=1000)
     result_ttl_s: int = Field(3600, ge=10)
     # Longest broker outage a process waits out before it gives up; unset: wait for ever (a

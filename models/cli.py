@@ -72,7 +72,7 @@ def build_cmd(
 
 
 def variant_rows(data_dir: Path) -> list[dict[str, Any]]:
-    """One dict per variant of every resolvable model, as ``models list --json`` prints them."""
+    """One dict per variant of every resolvable model, as ``models list --json`` lists them under ``variants``."""
     from adaserve.models.registry import list_models, zoo_dir
 
     rows = []
@@ -92,13 +92,12 @@ def variant_rows(data_dir: Path) -> list[dict[str, Any]]:
 
 @models_app.command("list")
 def list_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line and variant.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help='One JSON object: {"variants": [...]}.')] = False,
 ) -> None:
     """Every built or shipped model variant with its kind, artifacts and quality."""
     rows = variant_rows(_data_dir())
     if as_json:
-        for row in rows:
-            typer.echo(json.dumps(row))
+        typer.echo(json.dumps({"variants": rows}))
         return
     from rich.console import Console
     from rich.table import Table

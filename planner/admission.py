@@ -20,19 +20,21 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
 def reject(
     pipe: redis.client.Pipeline[bytes], keys: Keys, settings: Settings, *, entry_id: str, entry_ms: float,
-    raw: bytes | None, error: InvalidMessage, now_ms: float,
+    raw: bytes | None, error: InvalidMessage, now_ms: float, dead_letter: bool = True,
 ) -> None:
-    """Queue on ``pipe`` everything a rejection writes (the caller acks and executes)."""
+    """Queue on ``pipe`` everything a rejection writes (the caller acks and executes); the dead
+    letter keeps the original bytes of a job that was wrong, not of one refused for load."""
     info: dict[str, Any] = peek(raw) if raw is not None else {}
     job_id = info.get("id", "") if _ID.match(info.get("id", "")) else ""
     reply_to = info.get("reply_to", "")
     ids = [i for i in info.get("request_ids", []) if isinstance(i, str) and _ID.match(i)] or [""]
     reason = f"{error.reason}: {error.detail}"
     streams_raw = raw if raw is not None else b""
-    pipe.xadd(keys.dead, {
-        b"reason": error.reason.encode(), b"detail": error.detail.encode()[:4096], b"source": keys.jobs.encode(),
-        b"entry": entry_id.encode(), b"ts": str(int(now_ms)).encode(), b"raw": streams_raw,
-    }, maxlen=settings.stream_maxlen, approximate=True)
+    if dead_letter:
+        pipe.xadd(keys.dead, {
+            b"reason": error.reason.encode(), b"detail": error.detail.encode()[:4096], b"source": keys.jobs.encode(),
+            b"entry": entry_id.encode(), b"ts": str(int(now_ms)).encode(), b"raw": streams_raw,
+        }, maxlen=settings.stream_maxlen, approximate=True)
     if job_id and _ID.match(reply_to):
         timings = Timings(submitted_ms=entry_ms, finished_ms=now_ms, total_ms=max(now_ms - entry_ms, 0.0))
         for rid in ids:

@@ -21,6 +21,12 @@ def planner(
     online_feedback: str = typer.Option(
         "auto", help="ORLOJ's long-term feedback (re-running sampled requests alone on the profiling queue): "
                      "auto (while an `adaserve profiler` worker runs), on, or off."),
+    admission: bool = typer.Option(
+        True, "--admission/--no-admission",
+        help="Refuse at once (reason `overloaded`, with when to retry) a job the queue ahead cannot serve "
+             "by its deadline, rather than queue it to expire."),
+    max_queue: int = typer.Option(0, min=0, help="Most requests queued per model before new jobs are "
+                                                 "refused `overloaded` (0: no fixed bound)."),
     log_level: str = typer.Option("INFO", help="Logging level."),
 ) -> None:
     """Run the planner: read jobs, plan and batch them, dispatch to worker pools."""
@@ -31,7 +37,8 @@ def planner(
 
     try:
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
-                               modality=modality, online_feedback=online_feedback)
+                               modality=modality, online_feedback=online_feedback, admission=admission,
+                               max_queue=max_queue)
     except AdaserveError as exc:
         raise cli_error(exc) from None
     setup_logging(log_level)

@@ -28,6 +28,10 @@ class PlannerConfig:
     modality: str = "optimized"
     # ORLOJ's long-term feedback (planner/orloj/feed.py): auto = while an rq profiler worker runs.
     online_feedback: str = "auto"
+    # Admission control (planner/overload.py): refuse a job the queue cannot serve by its deadline,
+    # and bound each model's queue (requests; 0: no fixed bound).
+    admission: bool = True
+    max_queue: int = 0
 
     def __post_init__(self) -> None:
         # Imported here: the policy modules pull in the schedulers, which a config need not load.
@@ -46,6 +50,8 @@ class PlannerConfig:
             raise ConfigError(f"max_batch must be within 1..1024, got {self.max_batch}")
         if not 1 <= self.read_count <= 100_000:
             raise ConfigError(f"read_count must be within 1..100000, got {self.read_count}")
+        if self.max_queue < 0:
+            raise ConfigError(f"max_queue must be >= 0 (0: no bound), got {self.max_queue}")
         parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error
 
     def consumer(self) -> str:

@@ -25,6 +25,7 @@ from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import SCHEMA_VERSION
 from adaserve.planner.core import Scheduler, batch_feedback
+from adaserve.planner.overload import Overload
 from adaserve.planner.pools import Pools
 from adaserve.planner.state import Ewma, Inflight, RecentFloor
 
@@ -65,8 +66,10 @@ class _Unheard:
 class Follower:
     """Pools, in-flight batches and per-pool queueing delay, kept current from the server."""
 
-    def __init__(self, r: redis.Redis[bytes], keys: Keys, worker_ttl_s: float) -> None:
+    def __init__(self, r: redis.Redis[bytes], keys: Keys, worker_ttl_s: float, *,
+                 overload: Overload | None = None) -> None:
         self.r, self.keys = r, keys
+        self.overload = overload  # told what finished, to measure each model's drain rate
         self.pools = Pools(worker_ttl_s)
         self.inflight = Inflight()
         # pool -> ms from dispatch to start, plus the worker's time around the runner: the mean while
@@ -128,6 +131,8 @@ class Follower:
             self.wait.setdefault(ev.pool, Ewma()).add(gap)
             if not sent[2]:  # it went out to an idle pool: no queueing in this one
                 self.floor.setdefault(ev.pool, RecentFloor()).add(ev.ts, gap)
+        if self.overload is not None and ev.next_pool is None:
+            self.overload.finished(ev.model, ev.size, ev.ts / 1000.0)
         sched = scheds.get(ev.model)
         # One part of a split model is not the batch latency the policy models; the planner keeps
         # learning from whole runs (per-part models belong to placement).

@@ -37,11 +37,13 @@ def digest(raw: bytes | None) -> str:
 
 
 class Intake:
-    """``check`` is the planner's own say on a job that passed validation (MOSEL: can its accuracy
-    floor be reached); it raises ``InvalidMessage`` to reject, like the validation before it."""
+    """``check`` is the planner's own say on a job that passed validation, given the job and its
+    submission time in ms (MOSEL: can its accuracy floor be reached; admission control: can the
+    queue serve it in time); it raises ``InvalidMessage`` to reject, like the validation before it.
+    An ``overloaded`` rejection writes no dead letter: the job was fine, the moment was not."""
 
     def __init__(self, r: redis.Redis[bytes], settings: Settings, limits: Limits, fin: Finalizer, *,
-                 check: Callable[[Job], None] | None = None) -> None:
+                 check: Callable[[Job, float], None] | None = None) -> None:
         self.r, self.settings, self.limits, self.fin = r, settings, limits, fin
         self.check = check
         self.keys = Keys(settings.namespace)
@@ -56,7 +58,7 @@ class Intake:
                 job = decode(e.raw, self.limits, expect=Job)
                 check_job(job, known=pools.known(job.model), inputs=pools.inputs.get(job.model))
                 if self.check is not None:
-                    self.check(job)
+                    self.check(job, float(e.ms))
                 valid.append((e, job))
             except InvalidMessage as exc:
                 self._reject(pipe, e, exc, now_ms)
@@ -114,5 +116,6 @@ class Intake:
         return {job.id: {f.decode()[2:] for f in fields if f.startswith(b"d:")} for job, fields in zip(jobs, rows)}
 
     def _reject(self, pipe: redis.client.Pipeline[bytes], e: Entry, error: InvalidMessage, now_ms: float) -> None:
-        reject(pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=error, now_ms=now_ms)
+        reject(pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=error, now_ms=now_ms,
+               dead_letter=error.reason != "overloaded")
         pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)

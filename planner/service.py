@@ -17,7 +17,9 @@ import redis
 
 from adaserve.broker import streams
 from adaserve.broker.clock import ServerClock
+from adaserve.broker.codec import encode
 from adaserve.broker.connection import connect
+from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
@@ -30,8 +32,10 @@ from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
 from adaserve.planner.follow import Follower
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
+from adaserve.planner.overload import Overload
 from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.profiles import fallback_profile
+from adaserve.planner.report import StateReport
 from adaserve.planner.state import HeldJob
 
 __all__ = ["Planner"]
@@ -53,7 +57,10 @@ class Planner:
                                                      max_batch=self.config.max_batch)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
-        self.follow = Follower(self.r, self.keys, settings.worker_ttl_s)
+        self.overload = Overload(max_queue=self.config.max_queue, deadline_aware=self.config.admission,
+                                 min_queue=4 * self.config.max_batch)
+        self._admitting: dict[str, int] = {}  # requests admitted in this read, not yet queued
+        self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload)
         self.pools = self.follow.pools
         self.clock = ServerClock()
         self._next_clock = self._next_touch = 0.0
@@ -61,6 +68,7 @@ class Planner:
         self._pipe = self.r.pipeline(transaction=False)
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
         self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
+        self.report = StateReport(self.consumer, settings.heartbeat_s)
 
     # -- clock -------------------------------------------------------------------------------
     def now_ms(self) -> float:
@@ -111,7 +119,15 @@ class Planner:
                     continue
                 outage.recovered()
         finally:
+            self._goodbye()
             self.close()
+
+    def _goodbye(self) -> None:
+        """Leave the planners hash, so a health check does not wait for this entry to go stale."""
+        try:
+            self.r.hdel(self.keys.planners, self.consumer)
+        except redis.RedisError as exc:
+            log.warning("could not announce the stop: %s", exc)
 
     def _rebuild(self) -> None:
         """Start again from what the server holds. Whether the commands queued when the connection
@@ -170,6 +186,7 @@ class Planner:
         # restart, redis #7105) is already being planned.
         held = {h.entry_id for h in self.held.values()}
         fresh = [e for e in entries if e.id not in held]
+        self._admitting.clear()
         for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self.now_ms()):
             self._hold(e, job, done)
 
@@ -189,9 +206,18 @@ class Planner:
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
                     requests=len(job.requests), deadline_ms=job.slo.deadline_ms, submitted_ms=float(e.ms))
 
-    def _check_job(self, job: Job) -> None:
-        """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable)."""
-        self._sched(job.model).check_job(job)
+    def _check_job(self, job: Job, entry_ms: float) -> None:
+        """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable),
+        then by load: can the queue ahead serve the job by its deadline (``overloaded``)."""
+        sched = self._sched(job.model)
+        sched.check_job(job)
+        now_ms, n = self.now_ms(), len(job.requests)
+        queued = len(sched) + self._admitting.get(job.model, 0)
+        why = self.overload.verdict(job.model, queued, n, (entry_ms + job.slo.deadline_ms - now_ms) / 1000.0,
+                                    now_ms / 1000.0)
+        if why is not None:
+            raise InvalidMessage("overloaded", why)
+        self._admitting[job.model] = self._admitting.get(job.model, 0) + n
 
     def _sched(self, model: str) -> Scheduler:
         s = self.scheds.get(model)
@@ -223,8 +249,10 @@ class Planner:
                 if not ready:
                     continue
                 _, model = min(ready)
+                started = self.report.start()
                 decision = self.scheds[model].next_batch((now_ms + self.follow.wait_ms(pool.name, now_ms)) / 1000.0,
                                                          self.config.max_batch)
+                self.report.decided(started)
                 self._expire(decision.expired, now_ms)
                 if decision.batch:
                     self._send(model, pool.name, decision, now_ms)
@@ -281,6 +309,10 @@ class Planner:
     # -- housekeeping --------------------------------------------------------------------------
     def _housekeeping(self) -> None:
         self.feedback.tick(self.scheds)  # a clock read, except once every few seconds
+        if self.report.due():
+            raw = encode(self.report.take(self.now_ms(), self.scheds, len(self.held)))
+            self._pipe.hset(self.keys.planners, self.consumer, raw)
+            self._pipe.xadd(self.keys.telemetry, {b"m": raw}, maxlen=self.settings.telemetry_maxlen, approximate=True)
         t = time.time()
         if t >= self._next_clock:
             self._sync_clock()

@@ -74,6 +74,7 @@ class Client:
         self._outstanding: dict[str, Tracked] = {}
         self._unclaimed: OrderedDict[str, Tracked] = OrderedDict()
         self.orphans = 0  # results for jobs this client is not waiting for
+        self.duplicates = 0  # second results for a request of a job still outstanding
         self.undecodable = 0
 
     # -- submitting -------------------------------------------------------------------------
@@ -223,7 +224,10 @@ class Client:
             if t is None or res.type != "result":
                 self.orphans += 1
                 continue
-            if t.add(res):
+            seen = t.duplicates
+            done = t.add(res)
+            self.duplicates += t.duplicates - seen
+            if done:
                 del self._outstanding[t.job_id]
                 self._unclaimed[t.job_id] = t
         self._since_trim += len(entries)

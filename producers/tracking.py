@@ -18,6 +18,7 @@ class Tracked:
         "_slots",
         "app",
         "deadline_ms",
+        "duplicates",
         "ended",
         "entry_id",
         "job_id",
@@ -39,6 +40,7 @@ class Tracked:
         self._index = {rid: i for i, rid in enumerate(request_ids)}
         self._slots: list[Result | None] = [None] * len(request_ids)
         self.ended = 0
+        self.duplicates = 0  # a second result for a request: never expected (the finaliser ends each once)
         self.entry_id = ""
         self.submitted_ms = 0.0
         self.result: JobResult | None = None
@@ -62,7 +64,10 @@ class Tracked:
                     self.ended += 1
         else:
             at = self._index.get(res.request_id)
-            if at is None or self._slots[at] is not None:
+            if at is None:
+                return False
+            if self._slots[at] is not None:
+                self.duplicates += 1
                 return False
             self._slots[at] = res
             self.ended += 1

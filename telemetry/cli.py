@@ -6,7 +6,7 @@ import re
 
 import typer
 
-from adaserve.broker.errors import AdaserveError, ConfigError
+from adaserve.broker.errors import AdaserveError, ConfigError, InvalidArgument
 from adaserve.broker.settings import load_connected_settings
 from adaserve.process import cli_error
 
@@ -27,18 +27,20 @@ def tail(
     run: str | None = typer.Option(None, help="Only events of this run id."),
     follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep printing new events."),
     count: int = typer.Option(10, "--count", "-n", help="Recent events to print first."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON object per event."),
+    heartbeats: bool = typer.Option(False, "--heartbeats", help="Also print worker heartbeats (one per worker "
+                                    "per second; hidden unless asked for, by this or a --type they match)."),
+    json_out: bool = typer.Option(False, "--json", help="JSON Lines: one JSON object per event."),
 ) -> None:
     """Print telemetry events, newest last, and follow new ones (Ctrl-C to stop)."""
     from rich.console import Console
 
     from adaserve.broker.connection import connect
-    from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types
+    from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types, shown_types
     from adaserve.telemetry.render import event_json, event_line
 
     console = Console(highlight=False, soft_wrap=True)
     try:
-        keep = EventFilter(parse_types(type_), app, run)
+        keep = EventFilter(shown_types(parse_types(type_), heartbeats), app, run)
         settings = load_connected_settings()
         reader = TelemetryReader(connect(settings, block_ms=500), settings)
         after = reader.latest_id()
@@ -59,7 +61,8 @@ def stats(
     run: str | None = typer.Option(None, help="Aggregate one run id instead of a window."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Finish rate, SLO violations, latency and throughput, per app and per pool."""
+    """Finish rate, SLO violations, latency and throughput, per app, pool and worker; rates are
+    over the time load ran in the window, not the whole window."""
     from adaserve.broker.connection import connect
     from adaserve.telemetry.reader import EventFilter, TelemetryReader
     from adaserve.telemetry.render import print_stats
@@ -73,13 +76,33 @@ def stats(
         else:
             seconds = parse_window(window)
             since = reader.server_ms() - int(seconds * 1000)
-            result = aggregate((g.event for g in reader.history(since_ms=since)), span_s=seconds)
+            result = aggregate((g.event for g in reader.history(since_ms=since)), window_s=seconds)
     except AdaserveError as exc:
         raise cli_error(exc, usage=(ValueError,)) from None
     if json_out:
         typer.echo(result.model_dump_json())
     else:
         print_stats(result)
+
+
+def top(
+    interval: float = typer.Option(1.0, "--interval", "-i", min=0.1, help="Seconds between refreshes."),
+    window: str = typer.Option("10s", "--window", help="Rates and percentiles over this much recent time."),
+    once: bool = typer.Option(False, "--once", help="Print one frame and exit (for scripts and tests)."),
+    json_out: bool = typer.Option(False, "--json", help="With --once: the frame as one JSON object."),
+) -> None:
+    """A live dashboard: per model, pool and worker, refreshed every second (Ctrl-C to stop)."""
+    from adaserve.telemetry.live import run_top
+
+    try:
+        if json_out and not once:
+            raise InvalidArgument("--json prints one frame: use it with --once")
+        window_s = parse_window(window)
+        run_top(load_connected_settings(), interval_s=interval, window_s=window_s, once=once, json_out=json_out)
+    except KeyboardInterrupt:
+        return
+    except AdaserveError as exc:
+        raise cli_error(exc, usage=(ValueError,)) from None
 
 
 def dead(
@@ -105,8 +128,55 @@ def dead(
         print_dead(letters, total)
 
 
+def exporter(
+    port: int = typer.Option(9464, "--port", min=0, max=65535, help="HTTP port of /metrics (0: any free port)."),
+    addr: str = typer.Option("0.0.0.0", "--addr", help="Address to listen on."),
+    log_level: str = typer.Option("INFO", "--log-level", help="Logging level."),
+) -> None:
+    """Serve Prometheus metrics (queue depths, slots, request counts, latency histograms) until SIGTERM."""
+    from adaserve.process import setup_logging, stop_on_signals
+    from adaserve.telemetry.exporter import Exporter
+
+    setup_logging(log_level)
+    stop = stop_on_signals()
+    try:
+        exp = Exporter(load_connected_settings(), port=port, addr=addr)
+        exp.serve()
+        try:
+            exp.run(stop)
+        finally:
+            exp.close()
+    except AdaserveError as exc:
+        raise cli_error(exc) from None
+
+
+def health(
+    planner: bool = typer.Option(False, "--planner", help="Check a planner of this host."),
+    worker: bool = typer.Option(False, "--worker", help="Check a worker of this host."),
+    name: str = typer.Option("", "--name", help="Planner or worker name, or the start of it (default: any process "
+                                                "of this host, whose names carry the host name)."),
+) -> None:
+    """Exit 0 when the process reported within its TTL (a container healthcheck), else 1 with why."""
+    from adaserve.broker.connection import connect
+    from adaserve.telemetry.health import check
+
+    if planner == worker:
+        raise cli_error("say --planner or --worker")
+    try:
+        settings = load_connected_settings()
+        ok, line = check(connect(settings), settings, "planner" if planner else "worker", name or None)
+    except AdaserveError as exc:
+        raise cli_error(exc) from None
+    typer.echo(line)
+    if not ok:
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
     app.command("tail")(tail)
     app.command("stats")(stats)
+    app.command("top")(top)
     app.command("dead")(dead)
+    app.command("exporter")(exporter)
+    app.command("health")(health)

@@ -174,6 +174,19 @@ def parse_types(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Periodic reports (each worker's and each planner's, every second): shown only when asked for.
+HEARTBEATS = ("worker.heartbeat", "planner.state")
+
+
+def shown_types(types: tuple[str, ...], heartbeats: bool = False) -> tuple[str, ...]:
+    """What ``tail`` prints: heartbeats (worker heartbeats and planner reports, one per process
+    per second) only when asked for, by ``heartbeats`` or by a type they match; everything else
+    unless ``types`` narrows it."""
+    if heartbeats:
+        return (*types, *HEARTBEATS) if types else ()
+    return types or tuple(t for t in EVENT_TYPES if t not in HEARTBEATS)
+
+
 def run_events(reader: TelemetryReader, run: str, *, since_ms: int | None = None) -> list[Event]:
     """Every event of one run (``LoadOptions.run``): its jobs' and requests' events, and the
     dispatch of each batch that served them (``batch.dispatched`` names no run)."""

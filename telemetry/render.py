@@ -6,13 +6,15 @@ import json
 from datetime import datetime
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from adaserve.broker.events import WorkerHeartbeat
 from adaserve.telemetry.dead import DeadLetter
 from adaserve.telemetry.reader import Received
-from adaserve.telemetry.stats import Counts, Stats
+from adaserve.telemetry.stats import Stats
 
 _SKIP = {"v", "type", "ts", "event", "items"}
 _COLOUR = {"job": "cyan", "batch": "magenta", "worker": "green", "planner": "yellow", "model": "yellow"}
@@ -44,6 +46,8 @@ def _short(v: Any) -> str:
 def event_line(got: Received) -> str:
     """``HH:MM:SS.mmm event key=value ...`` (rich markup), batch items summarised."""
     ev = got.event
+    if isinstance(ev, WorkerHeartbeat):
+        return heartbeat_line(ev)
     body = ev.model_dump()
     # Values are escaped: a list (``[r1,r2]``) or a producer's text would otherwise be read as
     # rich markup, vanish, or stop ``tail`` with a MarkupError.
@@ -62,37 +66,76 @@ def event_json(got: Received) -> str:
     return json.dumps({"id": got.id, **got.event.model_dump(mode="json")}, separators=(",", ":"))
 
 
-def _n(v: float | None, digits: int = 1) -> str:
+def heartbeat_line(ev: WorkerHeartbeat) -> str:
+    """A worker's heartbeat in a few words: its input specs (hundreds of characters) are left out."""
+    gpu = ev.gpu or {}
+    parts = [f"worker={ev.worker}", f"pool={ev.pool}", f"device={ev.device}", f"busy={ev.busy}/{ev.slots}",
+             f"models={_short(ev.models)}"]
+    parts += [f"{k}={number(gpu[k])}" for k in ("util_pct", "power_w") if k in gpu]
+    return f"[dim]{clock(ev.ts)}[/] [green]{ev.event:<18}[/] " + escape(" ".join(parts))
+
+
+def fixed(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def _row(name: str, c: Counts) -> list[str]:
-    return [name, str(c.jobs), str(c.submitted), str(c.completed), str(c.expired), str(c.rejected),
-            str(c.failed), f"{c.finish_rate:.3f}", str(c.slo_violations), _n(c.p50_ms), _n(c.p99_ms),
-            _n(c.throughput_rps)]
+def narrow_table(title: str, *columns: str, text: tuple[str, ...] = ()) -> Table:
+    """A table for an 80-column terminal: no outer border, one space between columns. Columns
+    named in ``text`` fold long words and give up width first; the others hold figures, which
+    never wrap, so a number is shown whole or the text beside it folds (never ``58…``)."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+              collapse_padding=True, show_edge=False)
+    for col in columns:
+        if col in text:
+            t.add_column(col, justify="left", overflow="fold")
+        else:
+            t.add_column(col, justify="right", no_wrap=True, min_width=max(map(len, col.split("\n"))))
+    return t
 
 
 def print_stats(stats: Stats, console: Console | None = None) -> None:
     console = console or Console()
-    scope = f"run {stats.run}" if stats.run else f"last {stats.span_s:.0f} s"
-    t = Table(title=f"adaserve stats: {scope} ({stats.events} events)")
-    for col in ("app", "jobs", "submitted", "completed", "expired", "rejected", "failed", "finish rate",
-                "SLO violations", "p50 ms", "p99 ms", "req/s"):
-        t.add_column(col, justify="left" if col == "app" else "right")
-    for app, c in stats.apps.items():
-        t.add_row(*_row(app, c))
-    t.add_row(*_row("[bold]all[/]", stats.total), end_section=True)
+    if stats.run:
+        scope = f"run {stats.run}"
+    else:
+        scope = f"last {stats.window_s or stats.span_s:g} s"
+    console.print(f"[bold]adaserve stats[/]: {escape(scope)}, {stats.events} events, "
+                  f"rates over {stats.span_s:.1f} s of load")
+    rows = [*stats.apps.items(), ("all", stats.total)]
+    t = narrow_table("requests per app", "app", "jobs", "requests", "completed", "expired", "rejected", "failed",
+                     text=("app",))
+    for i, (app, c) in enumerate(rows):
+        t.add_row(escape(app), str(c.jobs), str(c.submitted), str(c.completed), str(c.expired),
+                  str(c.rejected), str(c.failed), end_section=i == len(rows) - 2)
+    console.print(t)
+    t = narrow_table("latency per app", "app", "finish\nrate", "SLO\nviolations", "p50 ms", "p99 ms", "req/s",
+                     text=("app",))
+    for i, (app, c) in enumerate(rows):
+        t.add_row(escape(app), f"{c.finish_rate:.3f}", str(c.slo_violations), fixed(c.p50_ms), fixed(c.p99_ms),
+                  fixed(c.throughput_rps), end_section=i == len(rows) - 2)
     console.print(t)
     if stats.pools:
-        p = Table(title="per pool and model")
-        for col in ("pool", "model", "variant", "batches", "requests", "mean batch", "exec p50 ms",
-                    "exec p99 ms", "p50 ms", "p99 ms", "req/s", "workers", "devices"):
-            p.add_column(col, justify="left" if col in ("pool", "model", "variant", "devices") else "right")
-        for s in stats.pools:
-            p.add_row(s.pool, s.model, s.variant, str(s.batches), str(s.requests), _n(s.mean_batch),
-                      _n(s.exec_p50_ms), _n(s.exec_p99_ms), _n(s.p50_ms), _n(s.p99_ms), _n(s.throughput_rps),
-                      str(s.workers), ",".join(s.devices))
-        console.print(p)
+        names = [(escape(p.pool), escape(p.model if p.variant == "default" else f"{p.model} {p.variant}"))
+                 for p in stats.pools]
+        t = narrow_table("per pool and model", "pool", "model", "batches", "requests", "mean\nbatch", "req/s",
+                         "workers", text=("pool", "model"))
+        for (pool, model), p in zip(names, stats.pools, strict=True):
+            t.add_row(pool, model, str(p.batches), str(p.requests), fixed(p.mean_batch), fixed(p.throughput_rps),
+                      str(p.workers))
+        console.print(t)
+        t = narrow_table("latency per pool and model", "pool", "model", "exec\np50 ms", "exec\np99 ms", "p50 ms",
+                         "p99 ms", text=("pool", "model"))
+        for (pool, model), p in zip(names, stats.pools, strict=True):
+            t.add_row(pool, model, fixed(p.exec_p50_ms), fixed(p.exec_p99_ms), fixed(p.p50_ms), fixed(p.p99_ms))
+        console.print(t)
+    if stats.workers:
+        t = narrow_table("per worker", "worker", "pool", "batches", "requests", "req/s", "exec\np50 ms",
+                         "busy/\nslots", "GPU\n%", "power\nW", text=("worker", "pool"))
+        for w in stats.workers:
+            slots = "-" if w.slots is None else f"{w.busy}/{w.slots}"
+            t.add_row(escape(w.worker), escape(w.pool), str(w.batches), str(w.requests), fixed(w.throughput_rps),
+                      fixed(w.exec_p50_ms), slots, fixed(w.util_pct, 0), fixed(w.power_w, 0))
+        console.print(t)
     if stats.reasons:
         console.print("not completed: " + ", ".join(f"{k}={v}" for k, v in sorted(stats.reasons.items())))
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel
 
-from adaserve.broker.events import BatchFinished, Event, JobAccepted, JobCompleted, JobRejected
+from adaserve.broker.events import BatchFinished, Event, JobAccepted, JobCompleted, JobRejected, WorkerHeartbeat
 
 
 class Counts(BaseModel):
@@ -55,13 +55,29 @@ class PoolStats(BaseModel):
     devices: list[str]
 
 
+class WorkerStats(BaseModel):
+    worker: str
+    pool: str
+    device: str
+    batches: int
+    requests: int
+    throughput_rps: float
+    exec_p50_ms: float | None
+    slots: int | None  # from its last heartbeat in the window
+    busy: int | None
+    util_pct: float | None
+    power_w: float | None
+
+
 class Stats(BaseModel):
-    span_s: float
+    span_s: float  # what rates are over: first to last load event (heartbeats are not load)
+    window_s: float | None = None  # the window asked for, when there was one
     run: str | None = None
     events: int
     total: Counts
     apps: dict[str, Counts]
     pools: list[PoolStats]
+    workers: list[WorkerStats] = []
     reasons: dict[str, int]
 
 
@@ -91,10 +107,15 @@ class _Acc:
         )
 
 
-def aggregate(events: Iterable[Event], *, span_s: float | None = None, run: str | None = None) -> Stats:
-    """``span_s``: the window the events cover (default: first to last event); ``run``: keep
-    only what concerns that run (a batch's requests of other runs are left out)."""
-    evs = [e for e in events if run is None or _concerns(e, run)]
+def aggregate(events: Iterable[Event], *, span_s: float | None = None, window_s: float | None = None,
+              run: str | None = None) -> Stats:
+    """``span_s``: what rates are over (default: first to last load event, so that 7 s of load
+    in a 60 s window reads as its real rate); ``window_s``: the window the events were read
+    from, reported as is; ``run``: keep only what concerns that run (a batch's requests of other
+    runs are left out)."""
+    every = list(events)
+    beats = [e for e in every if isinstance(e, WorkerHeartbeat)]
+    evs = [e for e in every if run is None or _concerns(e, run)]
     deadlines = {e.job_id: e.deadline_ms for e in evs if isinstance(e, JobAccepted)}
     items: dict[tuple[str, str], tuple[str, str, float]] = {}  # (job, request) -> (app, status, total)
     for e in evs:
@@ -127,10 +148,11 @@ def aggregate(events: Iterable[Event], *, span_s: float | None = None, run: str 
                 acc.c.update(jobs=1, submitted=e.requests, rejected=e.requests)
             reasons[e.reason] += e.requests
     span = span_s if span_s is not None else _span(evs)
+    batches = [e for e in evs if isinstance(e, BatchFinished)]
     return Stats(
-        span_s=span, run=run, events=len(evs), total=total.counts(span),
+        span_s=span, window_s=window_s, run=run, events=len(evs), total=total.counts(span),
         apps={a: acc.counts(span) for a, acc in sorted(apps.items())},
-        pools=_pools([e for e in evs if isinstance(e, BatchFinished)], span, run), reasons=dict(reasons),
+        pools=_pools(batches, span, run), workers=_workers(batches, beats, span, run), reasons=dict(reasons),
     )
 
 
@@ -141,10 +163,11 @@ def _concerns(e: Event, run: str) -> bool:
 
 
 def _span(evs: list[Event]) -> float:
-    if not evs:
+    ts = [e.ts for e in evs if e.event not in ("worker.heartbeat", "worker.stopped")]
+    if not ts:
         return 0.0
-    ts = [e.ts for e in evs]
-    return max(max(ts) - min(ts), 1.0) / 1000.0
+    # Under a second of load is reported as one: a rate over a few milliseconds is noise.
+    return max(max(ts) - min(ts), 1000.0) / 1000.0
 
 
 def _pools(batches: list[BatchFinished], span_s: float, run: str | None) -> list[PoolStats]:
@@ -161,5 +184,26 @@ def _pools(batches: list[BatchFinished], span_s: float, run: str | None) -> list
             p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
             throughput_rps=n / span_s if span_s > 0 else 0.0,
             workers=len({b.worker for b in bs}), devices=sorted({b.device for b in bs}),
+        ))
+    return out
+
+
+def _workers(batches: list[BatchFinished], beats: list[WorkerHeartbeat], span_s: float,
+             run: str | None) -> list[WorkerStats]:
+    """One row per worker that finished a batch; its slots and GPU figures from its last heartbeat."""
+    last = {b.worker: b for b in beats}
+    groups: dict[str, list[BatchFinished]] = defaultdict(list)
+    for b in batches:
+        groups[b.worker].append(b)
+    out = []
+    for worker, bs in sorted(groups.items()):
+        n = sum(b.size if run is None else sum(it.run == run for it in b.items) for b in bs)
+        beat = last.get(worker)
+        gpu = (beat.gpu if beat is not None else None) or {}
+        out.append(WorkerStats(
+            worker=worker, pool=bs[0].pool, device=bs[0].device, batches=len(bs), requests=n,
+            throughput_rps=n / span_s if span_s > 0 else 0.0, exec_p50_ms=pct([b.exec_ms for b in bs], 50),
+            slots=beat.slots if beat else None, busy=beat.busy if beat else None,
+            util_pct=gpu.get("util_pct"), power_w=gpu.get("power_w"),
         ))
     return out

@@ -33,14 +33,15 @@ def _one_line(args: list[str]) -> str:
 
 
 @pytest.mark.parametrize("args", [["models", "list"], ["stats"], ["dead"], ["produce", "--duration", "1"],
-                                  ["profile", "show"], ["bench", "broker"]])
+                                  ["profile", "show"], ["bench", "broker"], ["top", "--once"]])
 def test_a_bad_environment_variable_is_one_line(env: pytest.MonkeyPatch, args: list[str]) -> None:
     env.setenv("ADASERVE_REDIS_URL", "redis://127.0.0.1:1")
     env.setenv("ADASERVE_BLOCK_MS", "abc")
     assert _one_line(args).startswith(BAD_BLOCK)
 
 
-@pytest.mark.parametrize("args", [["stats"], ["dead"], ["sim", "--calibrate", "r1"], ["bench", "broker"]])
+@pytest.mark.parametrize("args", [["stats"], ["dead"], ["sim", "--calibrate", "r1"], ["bench", "broker"],
+                                  ["top", "--once"]])
 def test_a_server_that_cannot_be_reached_is_one_line(env: pytest.MonkeyPatch, args: list[str]) -> None:
     env.setenv("ADASERVE_REDIS_URL", "redis://127.0.0.1:1")  # nothing listens on port 1
     line = _one_line(args)
@@ -50,6 +51,7 @@ def test_a_server_that_cannot_be_reached_is_one_line(env: pytest.MonkeyPatch, ar
 def test_a_user_value_that_names_nothing_is_one_line(env: pytest.MonkeyPatch) -> None:
     env.setenv("ADASERVE_REDIS_URL", "redis://127.0.0.1:1")
     assert _one_line(["tail", "--type", "job.nope"]).startswith("error: --type 'job.nope' matches no event type")
+    assert _one_line(["top", "--window", "soon"]).startswith("error: window 'soon' is not a positive duration")
     assert _one_line(["produce", "--trace", "twitter"]) == (
         "error: invalid load options: trace must be one of conv, code")
 

@@ -111,3 +111,35 @@ def test_float16_inputs_are_admitted_and_answered_as_float32(stack: Stack) -> No
     assert half_res.completed == 16
     agree = np.mean(np.asarray(full_res.predictions) == np.asarray(half_res.predictions))
     assert agree >= 15 / 16, agree
+
+
+def test_top_shows_what_the_pipeline_served(stack: Stack) -> None:
+    """One frame of ``adaserve top`` over a real planner and worker: the requests just served,
+    none left queued or running, the worker with its slots."""
+    import io
+    import json
+
+    from rich.console import Console
+
+    from adaserve.telemetry.live import run_top
+
+    r = connect(stack.settings)
+    time.sleep(1.0)  # the other tests' events end a second before this one's window begins
+    sec, usec = r.time()
+    started = sec + usec / 1e6
+    inputs, _ = sample_inputs(MODEL, 40, seed=4)
+    with Client(stack.settings) as c:
+        handles = c.submit_many([make_job(MODEL, list(inputs[i:i + 4]), 10_000.0) for i in range(0, 40, 4)])
+        assert sum(h.result(30).completed for h in handles) == 40
+    time.sleep(0.5)  # the last job.completed and a heartbeat after it
+    sec, usec = r.time()
+    out = io.StringIO()
+    run_top(stack.settings, window_s=sec + usec / 1e6 - started + 0.5, once=True, json_out=True,
+            console=Console(file=out))
+    d = json.loads(out.getvalue())
+    (m,) = [row for row in d["models"] if row["model"] == MODEL]
+    assert (m["queued"], m["running"], m["ended"], m["on_time"], m["slo_violations"]) == (0, 0, 40, 40, 0)
+    assert m["finish_rate"] == 1.0 and m["placements"] == {"cpu": 40} and m["p50_ms"] > 0
+    assert m["done_rps"] == m["arrival_rps"] == 40 / d["span_s"]
+    (w,) = d["workers"]
+    assert w["pool"] == "cpu" and w["slots"] > 0 and w["rps"] > 0

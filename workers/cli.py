@@ -17,7 +17,8 @@ def worker(
     slots: int = typer.Option(2, "--slots", min=1, help="Batches held at once (one running, the rest prefetched)."),
     models: str = typer.Option("", "--models", help="Comma-separated models to preload and advertise (default: every "
                                                     "built model)."),
-    threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per model session (0: the runtime's default)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per ONNX session (0: the CPUs this process "
+                                                            "may use, capped by a container's CPU limit)."),
     name: str = typer.Option("", "--name", help="Worker id and consumer name (default: pool-host-pid-random)."),
     io_binding: bool = typer.Option(False, "--io-binding/--no-io-binding", help="GPU: run ONNX sessions through IO "
                                                                                 "binding with kept device buffers (off: "

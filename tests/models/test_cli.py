@@ -18,10 +18,10 @@ def app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> typer.Typer:
     return app
 
 
-def test_list_json_has_one_object_per_variant(app: typer.Typer) -> None:
+def test_list_json_is_one_object_with_a_row_per_variant(app: typer.Typer) -> None:
     result = CliRunner().invoke(app, ["models", "list", "--json"])
     assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in result.output.splitlines()]
+    rows = json.loads(result.output)["variants"]
     by_key = {(r["name"], r["variant"]): r for r in rows}
     fsdd = by_key[("fsdd-cnn", "default")]
     assert fsdd["kind"] == "whole" and fsdd["metric"] == "accuracy"

@@ -14,6 +14,7 @@ SHELL = {  # the I/O loop around the core, and the planner's command line
     "service.py": "the loop: reads streams, dispatches, keeps the clock",
     "follow.py": "reads telemetry: heartbeats, finished batches",
     "intake.py": "admits jobs from the ingress stream",
+    "report.py": "times the scheduler's decisions (wall clock) for the periodic planner.state",
     "admission.py": "ends rejected jobs through the finaliser (a pipeline)",
     "config.py": "names the consumer after the host and process",
     "cli.py": "the planner command",

@@ -175,3 +175,30 @@ def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subse
         av.close()
     assert make("m", None).name != "mosel"
     assert default_factory("edf")("av-digits", None).name != "mosel"  # no settings: no profile lookup
+
+
+def test_a_job_past_the_queue_bound_is_refused_overloaded_without_a_dead_letter(
+    settings: Settings, r: redis.Redis[bytes],
+) -> None:
+    peer = PeerWorker(settings, r)
+    peer.beat()
+    peer.start()
+    planner = Planner(settings, PlannerConfig(max_batch=8, max_queue=6))
+    stop = threading.Event()
+    t = threading.Thread(target=planner.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        k = Keys(settings.namespace)
+        streams.publish(r, k.jobs, encode(_job("big", n=8)))
+        streams.publish(r, k.jobs, encode(_job("small", n=4)))
+        results = _collect(r, k, 12)
+    finally:
+        stop.set()
+        peer.stop.set()
+        t.join(5)
+        peer.join(5)
+    by_job = {(x.job_id, x.status) for x in results}
+    assert by_job == {("big", "rejected"), ("small", "completed")} and len(results) == 12
+    reason = next(x.reason for x in results if x.job_id == "big")
+    assert reason == "overloaded: 0 requests queued for m, the bound is 6"
+    assert r.xlen(k.dead) == 0  # a job refused for load was not wrong: nothing to dead-letter

@@ -9,8 +9,15 @@ import pytest
 
 from adaserve.broker import Keys, Settings
 from adaserve.broker.codec import encode
-from adaserve.broker.events import BatchFinished, JobAccepted, JobCompleted, RequestTiming, WorkerHeartbeat
-from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types
+from adaserve.broker.events import (
+    BatchFinished,
+    JobAccepted,
+    JobCompleted,
+    PlannerState,
+    RequestTiming,
+    WorkerHeartbeat,
+)
+from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types, shown_types
 
 
 def put(r, settings: Settings, ev) -> str:
@@ -90,3 +97,18 @@ def test_follow_sees_only_new_matching_events(settings: Settings, r) -> None:
 def test_follow_stops_when_idle(settings: Settings, r) -> None:
     reader = TelemetryReader(r, settings)
     assert list(reader.follow(block_ms=20, idle_s=0.1)) == []
+
+
+def test_heartbeats_are_shown_only_when_asked_for() -> None:
+    hb = WorkerHeartbeat(ts=1, worker="w", pool="cpu", slots=1)
+    done = JobCompleted(ts=1, job_id="j", app="a", run="r", requests=1, latency_ms=1, deadline_met=True)
+    plain = EventFilter(shown_types(()))
+    assert plain.matches(done) and not plain.matches(hb)
+    assert EventFilter(shown_types((), heartbeats=True)).matches(hb)
+    assert EventFilter(shown_types(("worker.*",))).matches(hb)
+    both = EventFilter(shown_types(("job.*",), heartbeats=True))
+    assert both.matches(hb) and both.matches(done)
+    assert not EventFilter(shown_types(("job.*",))).matches(hb)
+    report = PlannerState(ts=1, planner="p")  # the planner's once-a-second report is one too
+    assert not plain.matches(report) and EventFilter(shown_types((), heartbeats=True)).matches(report)
+    assert EventFilter(shown_types(("planner.state",))).matches(report)

@@ -72,7 +72,32 @@ def test_run_filter_keeps_only_that_runs_requests() -> None:
     s = aggregate(scenario(), run="r2")
     assert s.total.submitted == 1 and s.total.completed == 1 and s.total.p50_ms == 60
     assert s.pools[0].requests == 1 and s.pools[0].p50_ms == 60
-    assert s.span_s == pytest.approx((1160 - 1090) / 1000)
+    assert s.span_s == 1.0  # 70 ms of load: under a second is reported as one
+
+
+def test_rates_are_over_the_time_load_ran_not_the_window() -> None:
+    """155 requests/s for 2 s inside a 60 s window read as 155/s, not 5.2/s; heartbeats, which
+    go on while nothing runs, do not stretch the span."""
+    evs: list = [WorkerHeartbeat(ts=ms, worker="w1", pool="cpu", slots=2) for ms in range(0, 60_000, 1000)]
+    for k in range(311):
+        ts = 10_000 + k * 2000 / 310
+        evs.append(JobCompleted(ts=ts, job_id=f"j{k}", app="a", requests=1, completed=1, latency_ms=5,
+                                deadline_met=True))
+    s = aggregate(evs, window_s=60.0)
+    assert s.window_s == 60.0 and s.span_s == pytest.approx(2.0)
+    assert s.total.throughput_rps == pytest.approx(155.5)
+
+
+def test_per_worker_rows() -> None:
+    evs = [*scenario(), WorkerHeartbeat(ts=1300, worker="w2", pool="cpu", slots=4, busy=3, device="gpu",
+                                        gpu={"util_pct": 55.0, "power_w": 120.0})]
+    s = aggregate(evs, span_s=2.0)
+    w1, w2 = s.workers
+    assert (w1.worker, w1.batches, w1.requests, w1.slots, w1.busy, w1.util_pct) == ("w1", 1, 3, 2, 0, None)
+    assert w1.throughput_rps == pytest.approx(1.5) and w1.exec_p50_ms == 10.0
+    assert (w2.worker, w2.batches, w2.requests, w2.slots, w2.busy) == ("w2", 2, 3, 4, 3)
+    assert (w2.util_pct, w2.power_w, w2.exec_p50_ms) == (55.0, 120.0, 20.0)
+    assert aggregate(evs, run="r2").workers[0].requests == 1
 
 
 def test_no_events() -> None:

@@ -8,7 +8,6 @@ static model, and the time up to its exit for an early-exit model.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,14 +18,16 @@ from adaserve.broker.errors import DeviceUnavailable, InvalidMessage
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
 from adaserve.workers.runtime.base import Runner, RunOutput, choose_providers
 from adaserve.workers.runtime.bound import runner_of
+from adaserve.workers.runtime.cpus import available_cpus
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
 
 def default_threads() -> int:
-    """CPUs this process may run on (the container's share, not the host's count)."""
-    return len(os.sched_getaffinity(0))
+    """CPUs this process may run on (the container's share, not the host's count): its affinity,
+    capped by the cgroup's CPU quota (compose's ``cpus:``)."""
+    return available_cpus()
 
 
 def make_session(path: Path, device: str, threads: int | None = None) -> ort.InferenceSession:

@@ -1,0 +1,69 @@
+"""Admission control: a job that the queue ahead of it cannot serve by its deadline is refused at
+once with reason ``overloaded`` (and when to try again), instead of being queued only to expire,
+and no model's queue grows past a configured bound (as Triton's ``max_queue_size`` with REJECT and
+Ray Serve's ``max_queued_requests`` do).
+
+Pure: the caller says what finished when and how much is queued; nothing here reads a clock.
+
+The drain rate of a model is the most requests it finished in one second over the last
+``horizon_s`` seconds: at saturation that is its capacity, and it is the rate the queue would
+drain at once the pools are busy. The estimate is used only when the queue is long enough to
+matter (``min_queue``) and the rate rests on enough evidence (a best second of at least
+``min_queue`` requests); otherwise the job is admitted and the policy's own expiry applies. A burst
+after a long idle spell is therefore admitted whole, and refused only once a second of it has been
+measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Overload:
+    max_queue: int = 0  # requests queued per model; 0: no fixed bound
+    min_queue: int = 128  # a shorter queue drains by itself: never refused on the estimate
+    horizon_s: int = 30
+    deadline_aware: bool = True
+    _seconds: dict[str, deque[list[int]]] = field(default_factory=dict)  # model -> [second, requests]
+
+    def __post_init__(self) -> None:
+        if self.max_queue < 0 or self.min_queue < 1 or self.horizon_s < 2:
+            raise ValueError("max_queue >= 0, min_queue >= 1 and horizon_s >= 2 are required")
+
+    def finished(self, model: str, requests: int, now_s: float) -> None:
+        """``requests`` of ``model`` finished at ``now_s``."""
+        sec = int(now_s)
+        q = self._seconds.setdefault(model, deque())
+        if q and q[-1][0] == sec:
+            q[-1][1] += requests
+        else:
+            q.append([sec, requests])
+        while q and q[0][0] <= sec - self.horizon_s:
+            q.popleft()
+
+    def drain_rps(self, model: str, now_s: float) -> float | None:
+        """The best whole second of the horizon, or None when too little was measured to say."""
+        q = self._seconds.get(model)
+        if not q:
+            return None
+        sec = int(now_s)
+        best = max((n for s, n in q if sec - self.horizon_s < s < sec), default=0)
+        return float(best) if best >= self.min_queue else None
+
+    def verdict(self, model: str, queued: int, requests: int, left_s: float, now_s: float) -> str | None:
+        """Why a job of ``requests`` arriving behind ``queued`` with ``left_s`` to its deadline is
+        refused, or None to admit it."""
+        rate = self.drain_rps(model, now_s)
+        retry = "" if rate is None else f"; retry in {math.ceil(1000 * queued / rate)} ms"
+        if self.max_queue and queued + requests > self.max_queue:
+            return f"{queued} requests queued for {model}, the bound is {self.max_queue}{retry}"
+        if not self.deadline_aware or queued < self.min_queue or rate is None:
+            return None
+        wait_s = (queued + requests) / rate
+        if wait_s <= left_s:
+            return None
+        return (f"{queued} requests queued for {model} drain in ~{1000 * wait_s:.0f} ms at {rate:.0f}/s, past the "
+                f"job's deadline ({1000 * max(left_s, 0.0):.0f} ms left){retry}")

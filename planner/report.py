@@ -1,0 +1,56 @@
+"""The planner's periodic ``planner.state``: pending requests per model, held jobs and how long
+its scheduler decisions took since the last report.
+
+Once per ``heartbeat_s``, never per request: the exporter turns it into queue-depth gauges and a
+decision-time summary, and ``adaserve health --planner`` reads the copy kept in the planners hash.
+Timing the decisions is wall-clock work, so it lives here in the shell, not in the schedulers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sized
+
+from adaserve.broker.events import PlannerState
+
+__all__ = ["StateReport"]
+
+# Decisions kept per interval for the percentiles: past this the report says the count, and the
+# percentiles cover the first ones (a planner making 10k decisions a second is not short of data).
+MAX_SAMPLES = 10_000
+
+
+class StateReport:
+    def __init__(self, planner: str, interval_s: float) -> None:
+        self.planner, self.interval_s = planner, interval_s
+        self._ms: list[float] = []
+        self._count = 0
+        self._next = 0.0
+
+    @staticmethod
+    def start() -> float:
+        return time.perf_counter()
+
+    def decided(self, started: float) -> None:
+        self._count += 1
+        if len(self._ms) < MAX_SAMPLES:
+            self._ms.append((time.perf_counter() - started) * 1000.0)
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
+
+    def take(self, now_ms: float, scheds: Mapping[str, Sized], held_jobs: int) -> PlannerState:
+        """The report for the interval that ends now; the next one starts empty."""
+        self._next = time.monotonic() + self.interval_s
+        ms, count = sorted(self._ms), self._count
+        self._ms, self._count = [], 0
+        return PlannerState(
+            ts=now_ms, planner=self.planner, pending={m: len(s) for m, s in scheds.items()}, held_jobs=held_jobs,
+            decisions=count, decision_p50_ms=_rank(ms, 0.50), decision_p99_ms=_rank(ms, 0.99),
+            decision_max_ms=ms[-1] if ms else None,
+        )
+
+
+def _rank(ms: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of sorted values."""
+    return ms[min(len(ms) - 1, int(q * len(ms)))] if ms else None

@@ -1,0 +1,61 @@
+"""Admission control on constructed histories: refuse what the queue cannot serve in time, bound
+the queue, admit whatever the evidence does not condemn."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaserve.planner.overload import Overload
+
+
+def _measured(o: Overload, rps: int, seconds: range, model: str = "m") -> None:
+    for s in seconds:
+        for i in range(10):
+            o.finished(model, rps // 10, s + i / 10)
+
+
+def test_a_job_the_queue_cannot_serve_by_its_deadline_is_refused_with_when_to_retry() -> None:
+    o = Overload(min_queue=64)
+    _measured(o, 500, range(100, 105))
+    assert o.drain_rps("m", 105.5) == 500.0
+    why = o.verdict("m", queued=1000, requests=4, left_s=1.0, now_s=105.5)
+    assert why is not None and "drain in ~2008 ms at 500/s" in why and why.endswith("retry in 2000 ms")
+    assert o.verdict("m", queued=1000, requests=4, left_s=3.0, now_s=105.5) is None  # it can wait that long
+
+
+def test_a_short_queue_and_thin_evidence_are_admitted() -> None:
+    o = Overload(min_queue=64)
+    assert o.verdict("m", queued=10_000, requests=4, left_s=0.01, now_s=5.0) is None  # nothing measured yet
+    _measured(o, 500, range(0, 3))
+    assert o.verdict("m", queued=63, requests=4, left_s=0.001, now_s=3.5) is None  # drains by itself
+    thin = Overload(min_queue=64)
+    _measured(thin, 50, range(0, 3))  # a best second of 50 requests says little about capacity
+    assert thin.drain_rps("m", 3.5) is None and thin.verdict("m", 1000, 4, 0.001, 3.5) is None
+
+
+def test_old_seconds_leave_the_horizon_and_the_current_one_does_not_count_yet() -> None:
+    o = Overload(min_queue=64, horizon_s=10)
+    _measured(o, 800, range(0, 2))
+    assert o.drain_rps("m", 1.5) == 800.0  # second 0 is whole; second 1 is still running
+    assert o.drain_rps("m", 0.5) is None
+    o.finished("m", 1, 30.0)
+    assert o.drain_rps("m", 30.5) is None  # a burst after a long idle spell is admitted
+
+
+def test_the_fixed_bound_applies_even_without_a_measured_rate() -> None:
+    o = Overload(max_queue=100, deadline_aware=False)
+    assert o.verdict("m", queued=96, requests=4, left_s=10.0, now_s=1.0) is None
+    why = o.verdict("m", queued=97, requests=4, left_s=10.0, now_s=1.0)
+    assert why == "97 requests queued for m, the bound is 100"
+    assert Overload(deadline_aware=False).verdict("m", 10**6, 4, 0.0, 1.0) is None  # off, unbounded
+
+
+def test_models_are_measured_apart() -> None:
+    o = Overload(min_queue=64)
+    _measured(o, 500, range(0, 3), model="fast")
+    assert o.drain_rps("slow", 3.5) is None
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        Overload(max_queue=-1)
