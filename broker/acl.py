@@ -47,12 +47,15 @@ class Role:
     keys: tuple[str, ...]
     channels: tuple[str, ...]
     commands: tuple[str, ...]
+    # Selectors tie commands to keys: ``(%R~k +xinfo|groups)`` allows that command on those keys
+    # and no other command there (Redis 7.0+).
+    selectors: tuple[str, ...] = ()
 
     def rules(self) -> list[str]:
         """The ACL rules in order, the password as its SHA-256 (never the text itself)."""
         digest = hashlib.sha256(self.password.encode()).hexdigest()
         out = ["reset", "on", f"#{digest}", *self.keys, *(f"&{c}" for c in self.channels)]
-        return out + [c if c.startswith("-") else f"+{c}" for c in self.commands]
+        return out + [c if c.startswith("-") else f"+{c}" for c in self.commands] + list(self.selectors)
 
     def acl_file_line(self) -> str:
         """A line of an ACL file (``aclfile`` in the server's configuration)."""
@@ -69,29 +72,33 @@ def _sorted(*groups: tuple[str, ...]) -> tuple[str, ...]:
     return (*_CONNECTION, *sorted({c for g in groups for c in g} - set(_CONNECTION)))
 
 
-def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(key selectors, channel patterns, commands) of a role."""
+Grants = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def _grants(k: Keys, role: str, client_prefix: str) -> Grants:
+    """(key patterns, channel patterns, commands, selectors) of a role."""
     keys: tuple[str, ...]
     commands: tuple[str, ...]
     if role == "producer":
         # The SDK: XADD to the ingress stream (never reading it), its reply stream read with
         # XREAD, trimmed and deleted on close (``producers.client``).
         keys = (f"%W~{k.jobs}", f"~{k.reply(client_prefix + '-*')}")
-        return keys, (), _sorted(_CONNECTION, ("xadd", "xread", "xtrim", "del"))
+        return keys, (), _sorted(_CONNECTION, ("xadd", "xread", "xtrim", "del")), ()
     if role == "planner":
         keys = (f"~{k.jobs}", f"~{k.batches('*')}", f"~{k.telemetry}", f"~{k.job('*')}", f"%W~{k.dead}",
-                f"~{k.reply('*')}", f"%R~{k.workers}", f"%R~{k.profile('*')}", f"~{k.orloj_samples('*')}",
+                f"~{k.reply('*')}", f"%R~{k.workers}", f"~{k.planners}", f"%R~{k.profile('*')}", f"~{k.orloj_samples('*')}",
                 *(f"~{p}" for p in rq_enqueue_patterns(k.rq_queue)))
-        commands = ("info", "xadd", "xread", "xrevrange", "xtrim", "hgetall", "hkeys", "get",
+        commands = ("info", "xadd", "xread", "xrevrange", "xtrim", "hgetall", "hkeys", "hdel", "get",
                     "lrange", "ltrim", "exists", "multi", "exec",
                     # rq's enqueue and its look at the queue's workers
                     "rpush", "llen", "sadd", "smembers")
-        return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands)
+        return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands), ()
     if role == "worker":
+        # ``adaserve health --worker`` runs with the worker's user: it reads both report hashes.
         keys = (f"~{k.batches('*')}", f"~{k.job('*')}", f"~{k.reply('*')}", f"~{k.telemetry}",
-                f"%W~{k.dead}", f"~{k.workers}")
+                f"%W~{k.dead}", f"~{k.workers}", f"%R~{k.planners}")
         commands = ("info", "hgetall", "hdel", "hexists", "xinfo|consumers", "xgroup|delconsumer")
-        return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands)
+        return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands), ()
     if role == "profiler":
         # An rq worker (``adaserve profiler``) and what its jobs touch: profiles, ORLOJ's samples
         # and the batches a re-run reads its request from. rq's commands change between its
@@ -100,11 +107,14 @@ def _grants(k: Keys, role: str, client_prefix: str) -> tuple[tuple[str, ...], tu
         # Data-type categories hold a few server-wide commands (FLUSHDB, KEYS, ...): taken out again.
         commands = ("@connection", "@keyspace", "@read", "@write", "@string", "@hash", "@list", "@set",
                     "@sortedset", "@stream", "@transaction", "@pubsub", "@scripting", "-@dangerous", "info", "time")
-        return keys, (RQ_KEYS,), commands
+        return keys, (RQ_KEYS,), commands, ()
     if role == "reader":
-        # ``adaserve tail``, ``stats`` and ``dead``: reads of the telemetry and dead-letter streams.
-        keys = (f"%R~{k.telemetry}", f"%R~{k.dead}")
-        return keys, (), _sorted(_CONNECTION, ("time", "xrange", "xrevrange", "xread", "xlen"))
+        # ``adaserve tail``, ``stats``, ``dead``, ``top`` and ``exporter``: the telemetry and
+        # dead-letter streams, the report hashes, and the consumer groups' lag and pending counts
+        # (XINFO GROUPS) of the jobs and batches, whose entries stay unreadable.
+        keys = (f"%R~{k.telemetry}", f"%R~{k.dead}", f"%R~{k.workers}", f"%R~{k.planners}")
+        groups = f"(%R~{k.jobs} %R~{k.batches('*')} +xinfo|groups)"
+        return keys, (), _sorted(_CONNECTION, ("time", "xrange", "xrevrange", "xread", "xlen", "hgetall")), (groups,)
     raise ConfigError(f"unknown role {role!r}: choose one of {', '.join(ROLES)}")
 
 
@@ -122,5 +132,5 @@ def role(namespace: str, role: str, *, password: str, user: str | None = None,
     prefix = client_prefix or name
     if not _PREFIX.match(prefix):
         raise ConfigError(f"client prefix {prefix!r} must be 1-64 characters of [A-Za-z0-9_.:-]")
-    keys, channels, commands = _grants(Keys(namespace), role, prefix)
-    return Role(name, role, password, keys, channels, commands)
+    keys, channels, commands, selectors = _grants(Keys(namespace), role, prefix)
+    return Role(name, role, password, keys, channels, commands, selectors)

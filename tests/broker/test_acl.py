@@ -141,28 +141,45 @@ def reader_cli(settings: Settings, r: redis.Redis[bytes], acl_user: MakeUser,
     return CliRunner(), app, reader
 
 
-def test_a_reader_runs_stats_tail_and_dead_and_writes_nothing(
+def test_a_reader_runs_stats_tail_dead_top_and_the_exporter_and_writes_nothing(
     settings: Settings, r: redis.Redis[bytes], reader_cli: tuple[CliRunner, typer.Typer, Settings],
 ) -> None:
+    from adaserve.telemetry.scrape import LiveCollector
+
     runner, app, reader = reader_cli
     k = Keys(settings.namespace)
     r.xadd(k.telemetry, {b"m": encode(JobAccepted(ts=time.time() * 1000, job_id="j1", app="a", model="m",
                                                    requests=2, deadline_ms=100))})
     r.xadd(k.dead, {b"reason": b"schema", b"detail": b"bad", b"source": k.jobs.encode(), b"entry": b"1-0",
                     b"ts": b"0", b"raw": b"x"})
+    r.xadd(k.jobs, {b"m": b"a job"})
+    r.xgroup_create(k.jobs, "planners", id="0")
+    r.acl_log_reset()
     out = runner.invoke(app, ["stats", "--window", "5m", "--json"])
     assert out.exit_code == 0 and json.loads(out.output)["events"] == 1, out.output
     out = runner.invoke(app, ["tail", "--no-follow", "--json"])
     assert out.exit_code == 0 and "job.accepted" in out.output, out.output
     out = runner.invoke(app, ["dead"])
     assert out.exit_code == 0 and "schema" in out.output, out.output
+    out = runner.invoke(app, ["top", "--once", "--json"])
+    assert out.exit_code == 0, out.output
     rr = connect(reader)
     try:
+        metrics = {m.name: m for m in LiveCollector(rr, reader).collect()}
+        assert metrics["adaserve_broker_up"].samples[0].value == 1
+        assert metrics["adaserve_dead_letters"].samples[0].value == 1
+        # the exporter and top may look at the groups of the jobs and batches, never at their entries
+        assert rr.xinfo_groups(k.jobs)[0]["lag"] == 1
+        assert denied(lambda: rr.xrange(k.jobs))
+        assert denied(lambda: rr.xread({k.batches("cpu"): "0"}))
+        assert denied(lambda: rr.xreadgroup("planners", "spy", {k.jobs: ">"}))
         assert denied(lambda: rr.xadd(k.telemetry, {b"m": b"x"}))
         assert denied(lambda: rr.xtrim(k.telemetry, maxlen=0))
         assert denied(lambda: rr.delete(k.dead))
-        assert denied(lambda: rr.xread({k.jobs: "0"}))
+        assert denied(lambda: rr.hset(k.workers, "w", b"x"))
         assert denied(lambda: rr.xread({k.reply("c-1"): "0"}))
+        refused = {str(e["object"]) for e in r.acl_log()}
+        assert refused == {"xreadgroup", "xadd", "xtrim", "del", "hset", k.jobs, k.batches("cpu"), k.reply("c-1")}, refused
     finally:
         rr.close()
 

@@ -20,10 +20,11 @@ import msgpack
 import numpy as np
 import redis
 
-from adaserve.broker import Keys, Settings
+from adaserve.broker import Keys, Settings, connect
 from adaserve.planner.config import PlannerConfig
 from adaserve.planner.service import Planner
 from adaserve.producers import Client, make_job
+from adaserve.telemetry.health import check
 from adaserve.workers import Worker, WorkerConfig
 
 
@@ -88,6 +89,10 @@ def test_planner_and_worker_serve_a_producer_each_under_its_own_role(
         ended = {(x.status, x.prediction) for x in feeder.results(5)}
         assert ended == {("completed", y) for y in orphan_labels} | {("failed", None)}, ended
         assert sorted(f[b"reason"] for _, f in r.xrange(k.dead)) == [b"max_deliveries", b"undecodable", b"unknown_model"]
+        # the containers' health checks run with the process's own user
+        for kind, name in (("planner", planner.consumer), ("worker", worker.id)):
+            ok, line = check(connect(roles[kind]), roles[kind], kind, name)
+            assert ok, line
     finally:
         stop.set()
         for t in threads:
