@@ -80,10 +80,11 @@ def _grants(k: Keys, role: str, client_prefix: str) -> Grants:
     keys: tuple[str, ...]
     commands: tuple[str, ...]
     if role == "producer":
-        # The SDK: XADD to the ingress stream (never reading it), its reply stream read with
-        # XREAD, trimmed and deleted on close (``producers.client``).
-        keys = (f"%W~{k.jobs}", f"~{k.reply(client_prefix + '-*')}")
-        return keys, (), _sorted(_CONNECTION, ("xadd", "xread", "xtrim", "del")), ()
+        # The SDK: its reply stream read with XREAD, trimmed and deleted on close, and XADD to
+        # the ingress stream, in a selector: write permission there alone would let a producer
+        # DEL or XTRIM every app's jobs (``producers.client``).
+        keys = (f"~{k.reply(client_prefix + '-*')}",)
+        return keys, (), _sorted(_CONNECTION, ("xread", "xtrim", "del")), (f"(%W~{k.jobs} +xadd)",)
     if role == "planner":
         keys = (f"~{k.jobs}", f"~{k.batches('*')}", f"~{k.telemetry}", f"~{k.job('*')}", f"%W~{k.dead}",
                 f"~{k.reply('*')}", f"%R~{k.workers}", f"~{k.planners}", f"%R~{k.profile('*')}", f"~{k.orloj_samples('*')}",

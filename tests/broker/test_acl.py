@@ -42,13 +42,13 @@ def denied(fn: Callable[[], object]) -> bool:
 def test_a_producer_may_write_jobs_and_use_only_its_prefix_of_reply_streams() -> None:
     u = role("prod", "producer", password="s3cret", client_prefix="app1")
     assert u.name == "prod-producer"
-    assert u.keys == ("%W~{prod}:jobs", "~{prod}:reply:app1-*")
-    assert {"+xadd", "+xread", "+xtrim", "+del"} <= set(u.rules())
+    assert u.keys == ("~{prod}:reply:app1-*",) and u.selectors == ("(%W~{prod}:jobs +xadd)",)
+    assert {"+xread", "+xtrim", "+del"} <= set(u.rules())
     assert "s3cret" not in u.acl_file_line() + repr(u)
     assert u.acl_file_line().startswith("user prod-producer reset on #")
     assert u.setuser_command().startswith("ACL SETUSER prod-producer reset on #")
     # without a prefix, the user name is the prefix (the SDK's default with a user in the URL)
-    assert role("prod", "producer", password="pw").keys[1] == "~{prod}:reply:prod-producer-*"
+    assert role("prod", "producer", password="pw").keys == ("~{prod}:reply:prod-producer-*",)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -87,7 +87,9 @@ def test_a_producer_submits_and_reads_its_replies_but_nothing_else(
     pr = connect(prod)
     try:
         assert pr.xadd(k.jobs, {b"m": b"x"})  # it may write jobs ...
-        assert denied(lambda: pr.xrange(k.jobs))  # ... never read them
+        assert denied(lambda: pr.xrange(k.jobs))  # ... never read them, trim or delete them
+        assert denied(lambda: pr.xtrim(k.jobs, maxlen=0))
+        assert denied(lambda: pr.delete(k.jobs))
         assert denied(lambda: pr.xread({k.batches("cpu"): "0"}))
         assert denied(lambda: pr.xread({k.reply("app2-other"): "0"}))
         assert denied(lambda: pr.xread({k.reply("app10-x"): "0"}))  # a longer prefix is another client
