@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from adaserve.broker import Settings, connect, load_settings
+from adaserve.broker.settings import settings_env
 from adaserve.broker.errors import AdaserveError
 from adaserve.broker.keys import Keys
 from adaserve.embedded import EmbeddedServer
@@ -63,8 +64,9 @@ class Stack:
                                          fsync=self.fsync).start()
             self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "ADASERVE_REDIS_URL": self.settings.redis_url,
-               "ADASERVE_NAMESPACE": self.settings.namespace, "ADASERVE_DATA_DIR": str(self.settings.data_dir)}
+        # every setting, not just where the server is: a stack made with other timings runs its
+        # children with them
+        env = {**os.environ, **settings_env(self.settings)}
         self._env = env
         self._spawn("planner", self._planner_args(), env)
         for i in range(1, self.planners):

@@ -45,7 +45,9 @@ def unpack(raw: bytes, limits: Limits | None = None) -> dict[str, Any]:
             max_str_len=1 << 20, max_array_len=max(n, 64), max_map_len=max(n, 256), max_ext_len=0,
         )
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise InvalidMessage("undecodable", f"not a msgpack message: {exc}") from None
+        why = str(exc) or ("nested deeper than the unpacker allows" if isinstance(exc, msgpack.StackError)
+                           else type(exc).__name__)
+        raise InvalidMessage("undecodable", f"not a msgpack message: {why}") from None
     if not isinstance(body, dict):
         raise InvalidMessage("schema", "a message must be a msgpack map")
     return body

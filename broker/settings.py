@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from adaserve.broker.errors import ConfigError
 
@@ -32,6 +33,16 @@ class Limits(BaseSettings):
     min_deadline_ms: float = Field(1.0, gt=0)
     max_deadline_ms: float = Field(3_600_000.0, gt=0)
     allowed_dtypes: tuple[str, ...] = ALL_DTYPES
+    # Models whose float inputs may hold NaN or ±Inf; every other model's are rejected
+    # (``non_finite``). A comma-separated list in the environment.
+    allow_non_finite: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("allow_non_finite", mode="before")
+    @classmethod
+    def _models(cls, v: object) -> object:
+        if isinstance(v, str):
+            return tuple(m.strip() for m in v.split(",") if m.strip())
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Limits:
@@ -104,6 +115,12 @@ class Settings(BaseSettings):
             raise ValueError(f"ADASERVE_WORKER_TTL_S ({self.worker_ttl_s:g}) must exceed "
                              f"ADASERVE_HEARTBEAT_S ({self.heartbeat_s:g})")
         return self
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The ``ADASERVE_*`` variables that give a child process these same settings."""
+    return {f"ADASERVE_{name.upper()}": str(value) for name, value in settings.model_dump().items()
+            if value is not None}
 
 
 def load_settings(**overrides: object) -> Settings:

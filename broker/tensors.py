@@ -31,7 +31,8 @@ def limits_of(info: ValidationInfo) -> Limits:
 
 
 class Tensor(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Unknown keys are a producer's mistake (a misspelt ``dtype`` would otherwise be ignored).
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     dtype: str
     shape: tuple[int, ...]

@@ -27,10 +27,15 @@ def planner(
              "by its deadline, rather than queue it to expire."),
     max_queue: int = typer.Option(0, min=0, help="Most requests queued per model before new jobs are "
                                                  "refused `overloaded` (0: no fixed bound)."),
+    allow_non_finite: list[str] | None = typer.Option(
+        None, "--allow-non-finite", metavar="MODEL",
+        help="Admit float inputs holding NaN or ±Inf for MODEL (rejected as non_finite otherwise); adds to "
+             "ADASERVE_LIMIT_ALLOW_NON_FINITE. Repeatable."),
     log_level: str = typer.Option("INFO", help="Logging level."),
 ) -> None:
     """Run the planner: read jobs, plan and batch them, dispatch to worker pools."""
     from adaserve.broker import AdaserveError, load_settings
+    from adaserve.broker.settings import load_limits
     from adaserve.planner.config import PlannerConfig
     from adaserve.planner.service import Planner
     from adaserve.process import cli_error, setup_logging, stop_on_signals
@@ -39,12 +44,15 @@ def planner(
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
                                modality=modality, online_feedback=online_feedback, admission=admission,
                                max_queue=max_queue)
+        limits = load_limits()
+        if allow_non_finite:
+            limits = load_limits(allow_non_finite=(*limits.allow_non_finite, *allow_non_finite))
     except AdaserveError as exc:
         raise cli_error(exc) from None
     setup_logging(log_level)
     stop = stop_on_signals()
     try:
-        Planner(load_settings(), config).run(stop)
+        Planner(load_settings(), config, limits=limits).run(stop)
     except AdaserveError as exc:  # a bad setting, or an outage past ADASERVE_MAX_OUTAGE_S
         raise cli_error(exc) from None
 

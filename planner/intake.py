@@ -56,7 +56,7 @@ class Intake:
                 if e.raw is None:
                     raise InvalidMessage("undecodable", "entry has no 'm' field or was deleted")
                 job = decode(e.raw, self.limits, expect=Job)
-                check_job(job, known=pools.known(job.model), inputs=pools.inputs.get(job.model))
+                check_job(job, known=pools.known(job.model), inputs=pools.inputs.get(job.model), limits=self.limits)
                 if self.check is not None:
                     self.check(job, float(e.ms))
                 valid.append((e, job))

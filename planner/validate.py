@@ -17,12 +17,17 @@ from typing import Any
 import numpy as np
 
 from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.finite import check_finite
 from adaserve.broker.messages import Job, Request
+from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.tensors import Tensor, dtype_fits
 
 
-def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None) -> None:
-    """Raise ``InvalidMessage`` when ``job`` cannot be served; ``inputs`` is the model's spec."""
+def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None,
+              limits: Limits | None = None) -> None:
+    """Raise ``InvalidMessage`` when ``job`` cannot be served; ``inputs`` is the model's spec.
+    Float inputs holding NaN or ±Inf are rejected last (``non_finite``), unless ``limits`` allows
+    them for the model: a tensor of the wrong shape says so first, whatever its values."""
     if not known:
         raise InvalidMessage("unknown_model", f"no live worker serves model {job.model!r}")
     for req in job.requests:
@@ -41,6 +46,7 @@ def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None
         tokens = inputs.get("tokens")
         if tokens is not None and "context" in tokens and "tokens" in req.inputs:
             _check_generation(job.model, req, tokens)
+    check_finite(job, default_limits() if limits is None else limits)
 
 
 def _check_tensor(rid: str, name: str, tensor: Tensor, spec: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from adaserve.broker.codec import decode, encode
 from adaserve.broker.errors import InvalidMessage, LimitExceeded
+from adaserve.broker.finite import check_finite
 from adaserve.broker.messages import Job
 from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.tensors import Tensor
@@ -92,7 +93,8 @@ def build_job(body: Mapping[str, Any], limits: Limits) -> Job:
 
 def encode_checked(job: Job, limits: Limits) -> bytes:
     """The bytes to XADD, after the same checks the planner makes (tensors included, which a
-    ``Job`` built from ``Tensor.from_numpy`` has not been through)."""
+    ``Job`` built from ``Tensor.from_numpy`` has not been through; NaN and ±Inf too, unless
+    ``limits`` allows them for the job's model)."""
     if len(job.requests) > limits.max_requests_per_job:
         raise LimitExceeded(f"{len(job.requests)} requests exceed the limit of {limits.max_requests_per_job} per job")
     raw = encode(job)
@@ -105,6 +107,10 @@ def encode_checked(job: Job, limits: Limits) -> bytes:
     except InvalidMessage as exc:
         if exc.reason == "limit":
             raise LimitExceeded(f"job {job.id}: {exc.detail}") from None
+        raise InvalidMessage(exc.reason, f"job {job.id}: {exc.detail}") from None
+    try:
+        check_finite(job, limits)
+    except InvalidMessage as exc:
         raise InvalidMessage(exc.reason, f"job {job.id}: {exc.detail}") from None
     return raw
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import redis
 
-from adaserve.broker import Keys, connect, load_settings
+from adaserve.broker import Keys, Tensor, connect, load_settings
 from adaserve.models.datasets import sample_inputs
 from adaserve.producers import Client, make_job
 from adaserve.stack import Stack
@@ -143,3 +143,33 @@ def test_top_shows_what_the_pipeline_served(stack: Stack) -> None:
     assert m["done_rps"] == m["arrival_rps"] == 40 / d["span_s"]
     (w,) = d["workers"]
     assert w["pool"] == "cpu" and w["slots"] > 0 and w["rps"] > 0
+
+
+def test_nan_input_is_rejected_and_an_allowed_model_answering_nan_fails_the_request(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The preamble's all-NaN recording: rejected at admission by default; let through for a model
+    that is allowed NaN, the worker still refuses to call fsdd-cnn's NaN logits an answer."""
+    inputs, labels = sample_inputs(MODEL, 2, seed=6)
+    nan = {"audio": np.full_like(inputs[0]["audio"], np.nan)}
+    k = Keys("nan" + uuid.uuid4().hex[:8])
+    for allowed in (False, True):
+        if allowed:
+            monkeypatch.setenv("ADASERVE_LIMIT_ALLOW_NON_FINITE", MODEL)  # the planner's and this SDK's
+        settings = load_settings(redis_url=redis_url, namespace=k.namespace, data_dir=tmp_path)
+        with Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=1, log_dir=tmp_path / "logs") as s:
+            s.wait_ready(120)
+            r = connect(settings)
+            job = {"v": 1, "type": "job", "id": f"nan-{allowed}", "model": MODEL, "reply_to": "nan-client",
+                   "slo": {"deadline_ms": 10_000},
+                   "requests": [{"id": "r0", "inputs": {"audio": Tensor.from_numpy(nan["audio"]).wire()}}]}
+            r.xadd(k.jobs, {"m": msgpack.packb(job, use_bin_type=True)})
+            with Client(settings) as c:
+                ok = c.submit(make_job(MODEL, [inputs[1]], 10_000.0)).result(30)
+            reply = r.xread({k.reply("nan-client"): "0"}, block=30_000, count=1)
+            body = msgpack.unpackb(reply[0][1][-1][1][b"m"], raw=False)
+            r.delete(*r.scan_iter(match="{" + k.namespace + "}:*"))
+            r.close()
+        assert ok.completed == 1 and ok.predictions == [int(labels[1])]
+        assert (body["status"], body["reason"].split(":")[0]) == ("failed" if allowed else "rejected", "non_finite")
+        assert body["prediction"] is None

@@ -26,6 +26,7 @@ from adaserve.workers.runtime.base import GenerativeRunner, Runner, RunOutput
 # Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
 # InvalidArgument among them); anything else is the runtime's own fault.
 _INPUT_ERRORS = ("InvalidArgument", "ValueError", "TypeError", "IndexError")
+NON_FINITE_OUTPUT = "non_finite: the model's output for this request holds NaN or infinite values"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +175,28 @@ class Executor:
         # ``keep``: outputs that go on to the next part of a split model, not to a reply stream.
         rows = {k: _rows(v) for k, v in out.outputs.items()
                 if v.ndim >= 1 and v.shape[0] == n and (v[0].size <= self._max_out or k in keep)}
+        bad = _non_finite_rows(out, n)
         return [ItemOutcome("completed", prediction=None if preds[j] is None else int(preds[j]),
                             confidence=None if confs[j] is None else float(confs[j]),
                             exit=None if (e := exits[j]) is None else int(e),
                             outputs={k: r[j] for k, r in rows.items()}, exec_ms=exec_ms[j])
+                if not bad[j] else ItemOutcome("failed", NON_FINITE_OUTPUT, exec_ms=exec_ms[j])
                 for j in range(n)]
+
+
+def _non_finite_rows(out: RunOutput, n: int) -> list[bool]:
+    """Per request, whether the model's answer holds NaN or ±Inf: its confidence or any float
+    output row. The planner rejects such inputs unless a model is allowed them; this catches what
+    still reaches a runner (an allowed model that answers NaN, a planner of an older version), so
+    that no one gets a confident prediction computed from NaN."""
+    bad = np.zeros(n, dtype=bool)
+    arrays = [v for v in out.outputs.values() if v.ndim >= 1 and v.shape[0] == n and v.dtype.kind == "f"]
+    if out.confidences is not None:
+        arrays.append(np.asarray(out.confidences))
+    for a in arrays:
+        if a.dtype.kind == "f":
+            bad |= ~np.isfinite(a.reshape(n, -1)).all(axis=1)
+    return bad.tolist()
 
 
 def _rows(a: np.ndarray) -> list[WireRow]:

@@ -144,3 +144,10 @@ def test_a_validator_value_error_is_schema_without_pydantic_labels() -> None:
         decode(msgpack.packb(body))
     assert exc.value.reason == "schema"
     assert exc.value.detail == "requests.0: 'generation' is set but kind is 'forward'; use kind 'generate'"
+
+
+def test_nesting_deeper_than_the_unpacker_allows_is_undecodable_and_says_why() -> None:
+    raw = b"\x81" + msgpack.packb("deep") + b"\x91" * 5000 + b"\x90"
+    with pytest.raises(InvalidMessage) as exc:
+        decode(raw)
+    assert exc.value.reason == "undecodable" and "nested deeper" in exc.value.detail

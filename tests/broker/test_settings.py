@@ -60,3 +60,14 @@ def test_bad_limits_in_the_environment_are_a_config_error_on_first_use(monkeypat
             load_limits()
     finally:
         default_limits.cache_clear()  # the next test reads the environment it sets
+
+
+def test_settings_travel_to_a_child_process_through_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adaserve.broker.settings import settings_env
+
+    mine = load_settings(redis_url="redis://127.0.0.1:1/0", namespace="kid", reclaim_idle_ms=2000, max_outage_s=7.5)
+    env = settings_env(mine)
+    assert env["ADASERVE_RECLAIM_IDLE_MS"] == "2000" and "ADASERVE_MAX_OUTAGE_S" in env
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings() == mine

@@ -202,3 +202,21 @@ def test_a_job_past_the_queue_bound_is_refused_overloaded_without_a_dead_letter(
     reason = next(x.reason for x in results if x.job_id == "big")
     assert reason == "overloaded: 0 requests queued for m, the bound is 6"
     assert r.xlen(k.dead) == 0  # a job refused for load was not wrong: nothing to dead-letter
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_nan_and_inf_inputs_are_rejected_at_admission(
+    dtype: type, pipeline: PeerWorker, r: redis.Redis[bytes], settings: Settings,
+) -> None:
+    k = Keys(settings.namespace)
+    for jid, value in (("nan", np.nan), ("inf", np.inf), ("ninf", -np.inf)):
+        x = np.array([1.0, value], dtype)
+        job = Job(id=jid, model="m", slo=Slo(deadline_ms=2000), reply_to="client",
+                  requests=[Request(id="r0", inputs={"x": Tensor.from_numpy(x)})])
+        streams.publish(r, k.jobs, encode(job))
+    streams.publish(r, k.jobs, encode(_job("good")))
+    results = _collect(r, k, 4)
+    assert {(x.job_id, x.status, x.reason.split(":")[0]) for x in results} == {
+        ("nan", "rejected", "non_finite"), ("inf", "rejected", "non_finite"), ("ninf", "rejected", "non_finite"),
+        ("good", "completed", "")}
+    assert pipeline.batches and all(i.job_id == "good" for b in pipeline.batches for i in b.items)

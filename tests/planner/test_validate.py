@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from adaserve.broker import InvalidMessage, Job, Request, Slo, Tensor
+from adaserve.broker import InvalidMessage, Job, Request, Slo, Tensor, load_limits
 from adaserve.broker.messages import Generation
 from adaserve.planner.validate import check_job
 
@@ -78,3 +78,20 @@ def test_a_free_dimension_without_a_cap_takes_any_size() -> None:
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
 def test_any_float_feeds_a_float_input(dtype: type) -> None:
     check_job(_job(np.zeros((1, 4), dtype)), known=True, inputs=SPEC)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_inputs_are_rejected_unless_the_model_is_allowed(dtype: type, value: float) -> None:
+    arr = np.zeros((1, 4), dtype)
+    arr[0, 1] = value
+    with pytest.raises(InvalidMessage) as exc:
+        check_job(_job(arr), known=True, inputs=SPEC)
+    assert exc.value.reason == "non_finite"
+    check_job(_job(arr), known=True, inputs=SPEC, limits=load_limits(allow_non_finite=("m",)))
+
+
+def test_a_misfit_says_so_before_its_values_are_looked_at() -> None:
+    with pytest.raises(InvalidMessage) as exc:
+        check_job(_job(np.full((1, 5), np.nan, np.float32)), known=True, inputs=SPEC)
+    assert exc.value.reason == "schema"

@@ -176,3 +176,16 @@ def test_poll_and_results_claim_each_job_once(settings: Settings, r, standin) ->
         assert c.poll(0.01) == [] and c.outstanding == 0
     assert first.job_id not in {j.job_id for j in rest}
     assert len(rest) == 3 and handles[0].result(0) is first
+
+
+def test_nan_and_inf_inputs_are_refused_before_sending_unless_allowed(settings: Settings, r, standin) -> None:
+    bad = arrays(1)[0]
+    bad[3, 4] = np.nan
+    with Client(settings) as c:
+        with pytest.raises(InvalidMessage) as exc:
+            c.submit(make_job("m", [arrays(1)[0], bad], 500))
+        assert exc.value.reason == "non_finite" and "request 1" in str(exc.value)
+    assert r.xlen(Keys(settings.namespace).jobs) == 0
+    standin()
+    with Client(settings, limits=load_limits(allow_non_finite=("m",))) as c:
+        assert c.submit(make_job("m", [bad], 500)).result(5).completed == 1

@@ -148,3 +148,38 @@ def test_io_binding_reaches_loaders_that_take_it_and_is_dropped_for_others() -> 
         return Doubler()
 
     assert isinstance(RunnerCache(plain, device="gpu", data_dir=None, io_binding=True).get("m"), Doubler)  # type: ignore[arg-type]
+
+
+def test_a_non_finite_answer_fails_its_request_instead_of_completing() -> None:
+    class NanEcho(Runner):
+        """Answers with logits that carry its input's NaN, as a real network does."""
+
+        model, variant, device, inputs = "m", "v1", "cpu", ("a",)
+
+        def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+            a = inputs["a"].astype(np.float32)
+            logits = np.stack([a.sum(1), -a.sum(1)], axis=1)
+            with np.errstate(invalid="ignore", over="ignore"):
+                conf = np.exp(logits).max(1) / np.exp(logits).sum(1)
+            return RunOutput({"logits": logits}, predictions=logits.argmax(1), confidences=conf)
+
+    out = _executor(NanEcho()).run(_batch(np.array([1.0, 2.0], np.float32), np.array([np.nan, 1.0], np.float32),
+                                          np.array([np.inf, 0.0], np.float32)))
+    assert [i.status for i in out.items] == ["completed", "failed", "failed"]
+    assert out.items[0].prediction == 0 and out.items[1].prediction is None
+    assert all(i.reason.startswith("non_finite:") for i in out.items[1:])
+
+
+def test_finite_answers_to_non_finite_inputs_complete() -> None:
+    class NanAware(Runner):
+        """A model built for missing values: NaN means 'absent', the answer is finite."""
+
+        model, variant, device, inputs = "m", "v1", "cpu", ("a",)
+
+        def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+            a = np.nan_to_num(inputs["a"], nan=0.0, posinf=0.0, neginf=0.0)
+            return RunOutput({"mean": a.mean(1, keepdims=True)}, predictions=(a.sum(1) > 0).astype(np.int64),
+                             confidences=np.full(len(a), 0.9))
+
+    out = _executor(NanAware()).run(_batch(np.array([np.nan, 2.0], np.float32)))
+    assert out.items[0].status == "completed" and out.items[0].prediction == 1
