@@ -18,9 +18,9 @@ from types import TracebackType
 from typing import TypeVar
 
 from adaserve.broker import Settings, connect, load_settings
-from adaserve.broker.settings import settings_env
 from adaserve.broker.errors import AdaserveError
 from adaserve.broker.keys import Keys
+from adaserve.broker.settings import settings_env
 from adaserve.embedded import EmbeddedServer
 
 log = logging.getLogger("adaserve.stack")

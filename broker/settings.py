@@ -71,7 +71,9 @@ class Settings(BaseSettings):
     block_ms: int = Field(100, ge=1, le=60_000)
     heartbeat_s: float = Field(1.0, gt=0)
     worker_ttl_s: float = Field(5.0, gt=0)
-    reclaim_idle_ms: int = Field(10_000, ge=100)
+    # A batch or job idle this long in a stopped worker's or planner's hands is taken over; live
+    # ones renew theirs every third of it. 3 s: a planner's SIGKILL is taken over within 5 s.
+    reclaim_idle_ms: int = Field(3_000, ge=100)
     max_deliveries: int = Field(3, ge=1)
     stream_maxlen: int = Field(100_000, ge=100)
     # Jobs and batches the planner and workers are done with stay this long, then the planner
