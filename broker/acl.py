@@ -122,7 +122,9 @@ def _grants(k: Keys, role: str, client_prefix: str) -> Grants:
 def role(namespace: str, role: str, *, password: str, user: str | None = None,
          client_prefix: str | None = None) -> Role:
     """The ACL user of ``role`` in ``namespace``; the user name defaults to ``<namespace>-<role>``
-    and a producer's client prefix to ``<role name>``: it may read ``reply:<prefix>-*`` only."""
+    and a producer's client prefix to the user name: it may read ``reply:<prefix>-*`` only."""
+    if role not in ROLES:
+        raise ConfigError(f"unknown role {role!r}: choose one of {', '.join(ROLES)}")
     if not _NAMESPACE.match(namespace):
         raise ConfigError(f"namespace {namespace!r} must be 1-32 characters of [A-Za-z0-9_-]")
     name = user or f"{namespace}-{role}"
