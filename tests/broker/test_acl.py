@@ -17,14 +17,13 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from adaserve.broker import ConfigError, Keys, Settings, connect, load_settings
+from adaserve.broker import ConfigError, Keys, Settings, connect
 from adaserve.broker.acl import ROLES, role
 from adaserve.broker.cli import acl_lines
 from adaserve.broker.codec import encode
 from adaserve.broker.events import JobAccepted
 from adaserve.embedded import free_port
 from adaserve.producers import Client, make_job
-from adaserve.producers.client import client_prefix
 
 MakeUser = Callable[..., Settings]
 
@@ -62,14 +61,6 @@ def test_bad_names_are_config_errors(kwargs: dict[str, str], message: str) -> No
     args = {"password": "pw", **kwargs}
     with pytest.raises(ConfigError, match=message):
         role(args.pop("namespace"), args.pop("role"), **args)
-
-
-def test_the_sdk_takes_its_client_prefix_from_the_setting_or_the_urls_user() -> None:
-    assert client_prefix(load_settings(redis_url="redis://ada-producer:pw@h:1/0")) == "ada-producer"
-    assert client_prefix(load_settings(redis_url="redis://u:pw@h:1/0", client_prefix="app1")) == "app1"
-    assert client_prefix(load_settings(redis_url="redis://:pw@h:1/0")) == "c"
-    with pytest.raises(ConfigError, match="ADASERVE_CLIENT_PREFIX"):
-        load_settings(client_prefix="app*")
 
 
 # -- producer ---------------------------------------------------------------------------------
