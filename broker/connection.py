@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 import redis
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.settings import Settings
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a log line or an error: its password (an ACL user's secret) replaced."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def connect(settings: Settings, *, block_ms: int | None = None) -> redis.Redis[bytes]:

@@ -86,12 +86,22 @@ class Settings(BaseSettings):
     # Longest broker outage a process waits out before it gives up; unset: wait for ever (a
     # restart, failover or network blip is never a reason for a service to exit).
     max_outage_s: float | None = Field(None, gt=0)
+    # The SDK's client ids start with ``<prefix>-``; empty: the user of ``redis_url`` if it names
+    # one, else ``c``. A producer's ACL role may read only the reply streams of its prefix.
+    client_prefix: str = ""
 
     @field_validator("namespace")
     @classmethod
     def _ns(cls, v: str) -> str:
         if not v or len(v) > 32 or not all(c.isalnum() or c in "-_" for c in v):
             raise ValueError("namespace must be 1-32 characters of [A-Za-z0-9_-]")
+        return v
+
+    @field_validator("client_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if len(v) > 64 or not all(c.isascii() and (c.isalnum() or c in "_.:-") for c in v):
+            raise ValueError("client_prefix must be at most 64 characters of [A-Za-z0-9_.:-]")
         return v
 
     @field_validator("redis_url")

@@ -64,6 +64,8 @@ def worker(
         err.print(f"[red]adaserve worker: {exc}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        where = settings.redis_url if settings is not None else "?"
+        from adaserve.broker.connection import shown_url
+
+        where = shown_url(settings.redis_url) if settings is not None else "?"
         err.print(f"[red]adaserve worker: cannot reach the server at {where}: {exc}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
