@@ -13,6 +13,7 @@ from typer.core import TyperGroup
 
 from adaserve import commands
 from adaserve.bench import cli as bench_cli
+from adaserve.broker import cli as broker_cli
 from adaserve.broker.errors import AdaserveError
 from adaserve.loadgen import cli as loadgen_cli
 from adaserve.models import cli as models_cli
@@ -38,6 +39,10 @@ class _OneLineErrors(TyperGroup):
             return super().invoke(ctx)
         except AdaserveError as exc:
             raise cli_error(exc) from None
+        except redis.exceptions.NoPermissionError as exc:
+            # A credential whose ACL user lacks this part's role (docs/security.md).
+            raise cli_error(f"the server refused a command to this user: {exc}; connect with the user of "
+                            "this part's role (`adaserve acl`)") from None
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             # A wrong or unreachable ADASERVE_REDIS_URL: a configuration error, exit code 2.
             raise cli_error(f"cannot reach the server (ADASERVE_REDIS_URL): {exc}") from None
@@ -68,7 +73,8 @@ def _root(
 ) -> None:
     """SLO-aware inference serving on Redis Streams."""
 
-for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli):
+for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli,
+               broker_cli):
     module.register(app)
 
 

@@ -215,13 +215,12 @@ def _sleep_ticking(seconds: float, tick: Callable[[float], None] | None) -> None
 
 def chaos_stack(data_dir: Path, *, fsync: str = "always", persist: bool = True, planners: int = 1,
                 workers: int = 1, settings: Settings | None = None) -> Stack:
-    """A stack of its own (a private embedded server) with the timings a fault test wants: a dead
-    worker's or planner's entries are taken over after 2 s rather than 10."""
+    """A stack of its own (a private embedded server), with the settings a user gets (the
+    environment's, or ``settings``): the figures are those of a default deployment."""
     from adaserve.broker import load_settings
 
     base = settings or load_settings()
-    s = load_settings(**{**base.model_dump(), "redis_url": "", "data_dir": data_dir,
-                         "namespace": "chaos", "reclaim_idle_ms": 2000, "heartbeat_s": 0.5, "worker_ttl_s": 3.0})
+    s = load_settings(**{**base.model_dump(), "redis_url": "", "data_dir": data_dir, "namespace": "chaos"})
     os.makedirs(data_dir, exist_ok=True)
     return Stack(s, cpu_workers=workers, gpu_worker=False, worker_threads=1, planners=planners,
                  persist=persist, fsync=fsync, server_dir=data_dir / "server", log_dir=data_dir / "logs")

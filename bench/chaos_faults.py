@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from adaserve.bench.chaos import MODEL, Fault
+from adaserve.broker import PLANNER_GROUP, Keys, connect
 from adaserve.broker.errors import AdaserveError
 from adaserve.models.datasets import sample_inputs
 from adaserve.producers import Client, make_job
@@ -39,6 +40,8 @@ def kill(name: str, *, restart_after_s: float | None = None) -> Fault:
 
     def fault(stack: Stack, figures: dict[str, float]) -> float:
         proc = stack.child(name)
+        if name.startswith("planner"):
+            figures["held_at_kill"] = float(_holding(stack, proc.pid))
         proc.send_signal(signal.SIGKILL)
         proc.wait(5)
         if restart_after_s is None:
@@ -49,6 +52,23 @@ def kill(name: str, *, restart_after_s: float | None = None) -> Fault:
         return time.time()
 
     return fault
+
+
+def _holding(stack: Stack, pid: int, timeout_s: float = 5.0) -> int:
+    """Wait (up to ``timeout_s``) until the planner of ``pid`` holds job entries, so that its kill
+    leaves work for the others to take over; how many it holds."""
+    r = connect(stack.settings)
+    jobs = Keys(stack.settings.namespace).jobs
+    end = time.monotonic() + timeout_s
+    try:
+        while True:
+            held = sum(int(c["pending"]) for c in r.xinfo_consumers(jobs, PLANNER_GROUP)
+                       if f"-{pid}" in (c["name"].decode() if isinstance(c["name"], bytes) else c["name"]))
+            if held or time.monotonic() > end:
+                return held
+            time.sleep(0.001)
+    finally:
+        r.close()
 
 
 def pause(name: str, seconds: float) -> Fault:

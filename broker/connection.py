@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ssl
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -24,6 +25,16 @@ __all__ = ["connect", "shown_url", "tls_untrusted"]
 # Asking a sentinel where the primary is takes one short round trip; a sentinel host that is down
 # should cost the next one in the list little, not the 5 s a primary gets to accept a connection.
 _SENTINEL_TIMEOUT_S = 1.0
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a log line or an error: its password (an ACL user's secret) replaced."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def connect(settings: Settings, *, block_ms: int | None = None) -> redis.Redis[bytes]:
@@ -124,17 +135,6 @@ def tls_untrusted(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def shown_url(url: str) -> str:
-    """``url`` fit for a log line or an error: its password, if any, replaced by ``***``."""
-    scheme, sep, rest = url.partition("://")
-    netloc, slash, path = rest.partition("/")
-    if not sep or "@" not in netloc:
-        return url
-    auth, _, hosts = netloc.rpartition("@")
-    user, colon, _ = auth.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{hosts}{slash}{path}"
 
 
 def _path(p: object) -> str | None:

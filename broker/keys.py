@@ -67,3 +67,13 @@ class Keys:
     def rq_queue(self) -> str:
         """Name of the rq queue of background profiling jobs."""
         return f"{self.namespace}-profile"
+
+
+# rq names its own keys, most of them not per queue (``rq:job:<uuid>``, its registries, locks):
+# the profiler, which runs an rq worker, holds all of them.
+RQ_KEYS = "rq:*"
+
+
+def rq_enqueue_patterns(queue: str) -> tuple[str, ...]:
+    """The rq keys that enqueueing on ``queue`` and looking for its live workers touch."""
+    return (f"rq:queue:{queue}", "rq:queues", "rq:job:*", f"rq:workers:{queue}", "rq:worker:*")

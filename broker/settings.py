@@ -73,7 +73,9 @@ class Settings(BaseSettings):
     block_ms: int = Field(100, ge=1, le=60_000)
     heartbeat_s: float = Field(1.0, gt=0)
     worker_ttl_s: float = Field(5.0, gt=0)
-    reclaim_idle_ms: int = Field(10_000, ge=100)
+    # A batch or job idle this long in a stopped worker's or planner's hands is taken over; live
+    # ones renew theirs every third of it. 3 s: a planner's SIGKILL is taken over within 5 s.
+    reclaim_idle_ms: int = Field(3_000, ge=100)
     max_deliveries: int = Field(3, ge=1)
     stream_maxlen: int = Field(100_000, ge=100)
     # Jobs and batches the planner and workers are done with stay this long, then the planner
@@ -91,12 +93,22 @@ class Settings(BaseSettings):
     tls_ca_file: Path | None = None
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    # The SDK's client ids start with ``<prefix>-``; empty: the user of ``redis_url`` if it names
+    # one, else ``c``. A producer's ACL role may read only the reply streams of its prefix.
+    client_prefix: str = ""
 
     @field_validator("namespace")
     @classmethod
     def _ns(cls, v: str) -> str:
         if not v or len(v) > 32 or not all(c.isalnum() or c in "-_" for c in v):
             raise ValueError("namespace must be 1-32 characters of [A-Za-z0-9_-]")
+        return v
+
+    @field_validator("client_prefix")
+    @classmethod
+    def _prefix(cls, v: str) -> str:
+        if len(v) > 64 or not all(c.isascii() and (c.isalnum() or c in "_.:-") for c in v):
+            raise ValueError("client_prefix must be at most 64 characters of [A-Za-z0-9_.:-]")
         return v
 
     @field_validator("redis_url")

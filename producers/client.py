@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
+from urllib.parse import unquote, urlsplit
 
 import redis
 
@@ -40,6 +41,13 @@ _CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _TRIM_EVERY = 1024  # entries read between trims of the reply stream
 
 
+def client_prefix(settings: Settings) -> str:
+    """What the ids of this settings' clients start with (``ADASERVE_CLIENT_PREFIX``): a producer
+    ACL role grants the reply streams of one prefix, by default its user name."""
+    user = urlsplit(settings.redis_url).username if settings.redis_url else None
+    return settings.client_prefix or (unquote(user) if user else "") or "c"
+
+
 class Client:
     """``with Client(settings) as c: c.submit(job).result(5)``."""
 
@@ -47,7 +55,7 @@ class Client:
         self, settings: Settings, *, client_id: str | None = None, limits: Limits | None = None,
         read_block_ms: int = 500, chunk: int = 256,
     ) -> None:
-        cid = client_id or new_id("c")
+        cid = client_id or new_id(client_prefix(settings))
         if not _CLIENT_ID.match(cid):
             raise InvalidMessage("schema", f"client id {cid!r} must be 1-128 characters of [A-Za-z0-9_.:-]")
         self.client_id = cid

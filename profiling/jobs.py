@@ -8,6 +8,8 @@ job's ``meta["progress"]`` as ``{"done", "total", "stage"}`` for ``adaserve prof
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -18,10 +20,12 @@ from rq.serializers import JSONSerializer
 
 from adaserve.broker.connection import connect
 from adaserve.broker.keys import Keys
+from adaserve.broker.outage import Outage, ride_out
 from adaserve.broker.settings import Settings
 from adaserve.profiling.measure import MeasureConfig
 from adaserve.profiling.store import merge_into_redis, save_file
 
+log = logging.getLogger(__name__)
 JOB_FUNC = "adaserve.profiling.jobs.profile_job"
 JOB_TIMEOUT_S = 1800
 # rq blocks on the queue for up to its worker TTL: the socket must outlive that wait.
@@ -86,13 +90,40 @@ def profile_job(model: str, variant: str, device: str, namespace: str,
             "latency_points": len(new.latency), "quality": [q.model_dump() for q in new.quality]}
 
 
+class _Told(Worker):
+    """rq's worker, remembering whether a signal asked it to stop (rq's own flag is set only when
+    the signal came during a job)."""
+
+    told_to_stop = False
+
+    def request_stop(self, signum: int, frame: Any) -> None:
+        self.told_to_stop = True
+        super().request_stop(signum, frame)
+
+
+class _ToldSimple(SimpleWorker, _Told):
+    pass
+
+
 def run_worker(settings: Settings, *, burst: bool = False, fork: bool = True) -> bool:
-    """Serve profiling jobs until stopped (or, with ``burst``, until the queue is empty)."""
+    """Serve profiling jobs until stopped (or, with ``burst``, until the queue is empty).
+
+    rq's worker waits out a broker that is down while it blocks on its queue, but quits on an
+    error anywhere else in its loop (its heartbeat, its maintenance); such a quit that no signal
+    asked for is an outage to wait out here, after which a new rq worker takes over."""
     conn = rq_connection(settings)
-    cls = Worker if fork else SimpleWorker
-    worker = cls([queue(settings, conn)], connection=conn, serializer=JSONSerializer,
-                 worker_ttl=WORKER_TTL_S)
-    return bool(worker.work(burst=burst, logging_level="INFO"))
+    outage = Outage("profiler", max_s=settings.max_outage_s, logger=log)
+    cls = _Told if fork else _ToldSimple
+    served = False
+    while True:
+        worker = cls([queue(settings, conn)], connection=conn, serializer=JSONSerializer,
+                     worker_ttl=WORKER_TTL_S)
+        served = bool(worker.work(burst=burst, logging_level="INFO")) or served
+        if burst or worker.told_to_stop:  # asked to stop (SIGINT/SIGTERM), or the queue is done
+            return served
+        log.warning("the rq worker quit without being asked to; waiting for the broker, then serving again")
+        time.sleep(1.0)  # an rq worker that quits at once for another reason is not restarted in a spin
+        ride_out(conn.ping, outage)
 
 
 def job_progress(job: Job) -> dict[str, Any]:

@@ -128,3 +128,28 @@ def standin(settings: Settings, r: object) -> Iterator[Callable[..., StandIn]]:
     yield make
     for s in made:
         s.stop()
+
+
+@pytest.fixture
+def acl_user(settings: Settings, r: redis.Redis[bytes]) -> Iterator[Callable[..., Settings]]:
+    """``acl_user("producer")``: the test's settings, connecting as a new ACL user of that role
+    (``adaserve.broker.acl``) with a unique name; the users are deleted after the test."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from adaserve.broker.acl import role
+
+    made: list[str] = []
+
+    def make(role_name: str, client_prefix: str | None = None) -> Settings:
+        name = f"{settings.namespace}-{role_name}-{uuid.uuid4().hex[:6]}"
+        password = uuid.uuid4().hex
+        user = role(settings.namespace, role_name, password=password, user=name, client_prefix=client_prefix)
+        r.execute_command("ACL", "SETUSER", name, *user.rules())
+        made.append(name)
+        u = urlsplit(settings.redis_url)
+        url = urlunsplit((u.scheme, f"{name}:{password}@{u.hostname}:{u.port}", u.path, u.query, u.fragment))
+        return load_settings(**{**settings.model_dump(), "redis_url": url})
+
+    yield make
+    if made:
+        r.execute_command("ACL", "DELUSER", *made)

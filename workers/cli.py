@@ -32,7 +32,6 @@ def worker(
     from rich.progress import BarColumn, Progress, TextColumn
 
     from adaserve.broker import AdaserveError, Settings, load_settings
-    from adaserve.broker.connection import shown_url
     from adaserve.process import setup_logging, stop_on_signals
     from adaserve.workers.config import WorkerConfig
     from adaserve.workers.service import Worker
@@ -65,6 +64,8 @@ def worker(
         err.print(f"[red]adaserve worker: {exc}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
+        from adaserve.broker.connection import shown_url
+
         where = shown_url(settings.redis_url) if settings is not None else "?"
         err.print(f"[red]adaserve worker: cannot reach the server at {where}: {exc}[/red]", soft_wrap=True)
         raise typer.Exit(2) from None

@@ -118,12 +118,5 @@ def test_a_client_follows_a_failover_to_the_replica(sentinel_group) -> None:
         r.close()
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("redis+sentinel://u:hunter2@a:1,b:2/m/0", "redis+sentinel://u:***@a:1,b:2/m/0"),
-    ("redis://:hunter2@h:6379/0", "redis://:***@h:6379/0"),
-    ("rediss://user@h:6379", "rediss://user@h:6379"),
-    ("redis://h:6379/0", "redis://h:6379/0"),
-    ("unix:///run/redis.sock", "unix:///run/redis.sock"),
-])
-def test_a_url_shown_in_a_message_hides_its_password(url: str, shown: str) -> None:
-    assert shown_url(url) == shown
+def test_a_sentinel_url_shown_in_a_message_hides_its_password() -> None:
+    assert shown_url("redis+sentinel://u:hunter2@a:1,b:2/m/0") == "redis+sentinel://u:***@a:1,b:2/m/0"

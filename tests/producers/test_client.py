@@ -7,8 +7,9 @@ import threading
 import numpy as np
 import pytest
 
-from adaserve.broker import InvalidMessage, JobTimeout, Keys, LimitExceeded, Settings, load_limits
+from adaserve.broker import ConfigError, InvalidMessage, JobTimeout, Keys, LimitExceeded, Settings, load_limits, load_settings
 from adaserve.producers import Client, make_job
+from adaserve.producers.client import client_prefix
 
 
 def arrays(*firsts: int) -> list[np.ndarray]:
@@ -189,3 +190,12 @@ def test_nan_and_inf_inputs_are_refused_before_sending_unless_allowed(settings: 
     standin()
     with Client(settings, limits=load_limits(allow_non_finite=("m",))) as c:
         assert c.submit(make_job("m", [bad], 500)).result(5).completed == 1
+
+
+def test_client_ids_take_their_prefix_from_the_setting_or_the_urls_user() -> None:
+    """A producer's ACL user reads the reply streams of its prefix only (``broker.acl``)."""
+    assert client_prefix(load_settings(redis_url="redis://ada-producer:pw@h:1/0")) == "ada-producer"
+    assert client_prefix(load_settings(redis_url="redis://u:pw@h:1/0", client_prefix="app1")) == "app1"
+    assert client_prefix(load_settings(redis_url="redis://:pw@h:1/0")) == "c"
+    with pytest.raises(ConfigError, match="ADASERVE_CLIENT_PREFIX"):
+        load_settings(client_prefix="app*")

@@ -75,3 +75,54 @@ def test_a_failing_job_is_reported_not_lost(r: redis.Redis[bytes], lm_settings: 
     assert job.get_status().value == "failed"
     assert "depth9" in (job.latest_result().exc_string or "")
     assert load(r, Keys(lm_settings.namespace), "ee-lm-xs") is None
+
+
+def test_the_profiler_outlives_a_broker_restart(tmp_path: Path) -> None:
+    """`adaserve profiler` as a real process: its server SIGKILLed and restarted from its AOF, it is
+    still up afterwards and registered as an rq worker again, and SIGTERM ends it cleanly."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rq import Worker
+
+    from adaserve.embedded import EmbeddedServer
+
+    server = EmbeddedServer(tmp_path / "server", fsync="always").start()
+    env = {**os.environ, "ADASERVE_REDIS_URL": server.url, "ADASERVE_NAMESPACE": "prof",
+           "ADASERVE_DATA_DIR": str(tmp_path)}
+    log = open(tmp_path / "profiler.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "adaserve", "profiler"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    r = redis.Redis.from_url(server.url)
+
+    def registered(timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                if Worker.all(connection=r):
+                    return True
+            except redis.ConnectionError:
+                pass
+            time.sleep(0.2)
+        return False
+
+    try:
+        assert registered(60), (tmp_path / "profiler.log").read_text()
+        server.kill()
+        time.sleep(2.0)
+        server.start()
+        time.sleep(3.0)
+        assert proc.poll() is None, (tmp_path / "profiler.log").read_text()
+        assert registered(30), (tmp_path / "profiler.log").read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        r.close()
+        server.stop()
+        log.close()
