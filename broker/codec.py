@@ -31,6 +31,24 @@ def encode_map(body: dict[str, Any]) -> bytes:
     return packed
 
 
+def results_entry(job_id: str, raws: list[bytes]) -> bytes:
+    """A ``results`` reply entry, ``{"v", "type": "results", "job_id", "results": [...]}``, around
+    ``result`` maps already packed: they are spliced in, not decoded and packed again."""
+    n = len(raws)
+    if n < 16:
+        head = bytes([0x90 | n])
+    elif n < 1 << 16:
+        head = b"\xdc" + n.to_bytes(2, "big")
+    else:
+        head = b"\xdd" + n.to_bytes(4, "big")
+    return _RESULTS_HEAD + msgpack.packb(job_id, use_bin_type=True) + _RESULTS_KEY + head + b"".join(raws)
+
+
+_RESULTS_HEAD = b"\x84" + b"".join(msgpack.packb(x, use_bin_type=True)
+                                   for x in ("v", SCHEMA_VERSION, "type", "results", "job_id"))
+_RESULTS_KEY = msgpack.packb("results", use_bin_type=True)
+
+
 def unpack(raw: bytes, limits: Limits | None = None) -> dict[str, Any]:
     """Bytes -> the raw map, with size limits (``default_limits()`` when none) but no schema."""
     limits = default_limits() if limits is None else limits

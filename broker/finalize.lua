@@ -1,13 +1,17 @@
 -- Ends requests exactly once: the only way a result reaches a reply stream.
 -- KEYS[1] telemetry stream, KEYS[2] source stream to XACK (or any key when ARGV[1] == '')
--- KEYS[2+2i-1], KEYS[2+2i]: job hash and reply stream of item i
+-- KEYS[2+2g-1], KEYS[2+2g]: job hash and reply stream of group g (the requests of one job in
+-- this call)
 -- ARGV[1] group to ack in ('' = none), ARGV[2] entry id, ARGV[3] telemetry maxlen,
 -- ARGV[4] reply maxlen, ARGV[5] job ttl (s), ARGV[6] batch event ('' = none)
--- ARGV[6+3i-2], ARGV[6+3i-1], ARGV[6+3i]: request id, status, packed result of item i
--- Returns the number of results published (items already ended are skipped).
+-- Then per group: its request count n, its `results` entry ('' = none), and n times: request id,
+-- status, packed `result` entry.
+-- A group whose requests all end now is published as its one `results` entry; when some had
+-- already ended (a redelivery), the others go out one `result` entry each.
+-- Returns the number of results published (requests already ended are skipped).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = (#KEYS - 2) / 2
+local groups = (#KEYS - 2) / 2
 local published = 0
 -- A batch often holds many requests of one job and one reply stream: set each TTL once.
 local ttl_set = {}
@@ -17,17 +21,38 @@ local function touch(key)
     ttl_set[key] = true
   end
 end
-for i = 1, n do
-  local job = KEYS[2 + 2 * i - 1]
-  local reply = KEYS[2 + 2 * i]
-  local rid = ARGV[6 + 3 * i - 2]
-  local status = ARGV[6 + 3 * i - 1]
-  if redis.call('HSETNX', job, 'd:' .. rid, status) == 1 then
-    redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', ARGV[6 + 3 * i])
+local pos = 7
+for g = 1, groups do
+  local job = KEYS[2 + 2 * g - 1]
+  local reply = KEYS[2 + 2 * g]
+  local n = tonumber(ARGV[pos])
+  local entry = ARGV[pos + 1]
+  local first = pos + 2
+  local fresh = {}
+  local counts = {}
+  for i = 0, n - 1 do
+    local at = first + 3 * i
+    local status = ARGV[at + 1]
+    if redis.call('HSETNX', job, 'd:' .. ARGV[at], status) == 1 then
+      fresh[#fresh + 1] = at
+      counts[status] = (counts[status] or 0) + 1
+    end
+  end
+  pos = first + 3 * n
+  if #fresh > 0 then
+    if #fresh == n and entry ~= '' then
+      redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', entry)
+    else
+      for _, at in ipairs(fresh) do
+        redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', ARGV[at + 2])
+      end
+    end
     touch(reply)
-    published = published + 1
-    redis.call('HINCRBY', job, 'n_' .. status, 1)
-    local left = redis.call('HINCRBY', job, 'remaining', -1)
+    published = published + #fresh
+    for status, c in pairs(counts) do
+      redis.call('HINCRBY', job, 'n_' .. status, c)
+    end
+    local left = redis.call('HINCRBY', job, 'remaining', -#fresh)
     touch(job)
     if left == 0 then
       local h = redis.call('HMGET', job, 'app', 'model', 'run', 'n', 'n_completed', 'n_expired',

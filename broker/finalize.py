@@ -1,8 +1,9 @@
 """Exactly-once ends of requests, and registration of the jobs they belong to.
 
 A request ends when its job hash gets the flag ``d:<request id>``; the same Lua script that sets
-the flag (HSETNX) publishes the result, counts the status, emits ``job.completed`` when the last
-request of the job ends, and acks the stream entry that produced it. A redelivered batch therefore
+the flag (HSETNX) publishes the result (the requests of one job that end together as one
+``results`` entry), counts the status, emits ``job.completed`` when the last request of the job
+ends, and acks the stream entry that produced it. A redelivered batch therefore
 never yields a second result for a request, and a crash between "result published" and "entry
 acked" cannot happen.
 """
@@ -15,7 +16,7 @@ from importlib.resources import files
 
 import redis
 
-from adaserve.broker.codec import encode
+from adaserve.broker.codec import encode, results_entry
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Job, Result
 from adaserve.broker.settings import Settings
@@ -56,21 +57,36 @@ class Finalizer:
         self._script = r.register_script(_LUA)
         self._register = r.register_script(_REGISTER)
 
-    def register(self, job: Job, entry_id: str, submitted_ms: float, *, digest: str = "",
-                 pipe: redis.client.Pipeline[bytes] | None = None) -> int:
+    def register(self, job: Job, entry_id: str, submitted_ms: float, *, digest: str = "") -> int:
         """Create the job hash once. Returns 1 for a new job, 0 for a redelivery of the same
         stream entry (counters kept), -2 for another entry with the same job id and the same
         ``digest`` of its bytes (a producer re-sent a job whose XADD reply it lost: a duplicate to
-        drop), and -1 when another entry used this job id for other content. With ``pipe`` the
-        call is queued there and the code comes back from ``pipe.execute()``."""
-        args: list[object] = [entry_id, len(job.requests), digest]
-        for kv in (("id", job.id), ("app", job.app), ("model", job.model), ("run", job.run),
-                   ("remaining", len(job.requests)), ("submitted_ms", submitted_ms),
-                   ("deadline_ms", job.slo.deadline_ms)):
-            args += kv
-        args.append(self._settings.result_ttl_s)
-        out = self._register(keys=[self._keys.job(job.id)], args=args, client=pipe)
-        return 0 if pipe is not None else int(out)
+        drop), and -1 when another entry used this job id for other content."""
+        return self.register_all([(job, entry_id, submitted_ms, digest)])[0]
+
+    def register_all(self, jobs: Sequence[tuple[Job, str, float, str]]) -> list[int]:
+        """``register`` for many ``(job, entry id, submitted ms, digest)`` in one round trip.
+
+        The script is called by its SHA in a plain pipeline: a registered script in a pipeline
+        makes redis-py ask SCRIPT EXISTS first, one more round trip on every call of the
+        planner's hottest path. A server that lost its scripts (a restart) gets it loaded again."""
+        for attempt in (0, 1):
+            with self._r.pipeline(transaction=False) as p:
+                for job, entry_id, submitted_ms, digest in jobs:
+                    args: list[object] = [entry_id, len(job.requests), digest]
+                    for kv in (("id", job.id), ("app", job.app), ("model", job.model), ("run", job.run),
+                               ("remaining", len(job.requests)), ("submitted_ms", submitted_ms),
+                               ("deadline_ms", job.slo.deadline_ms)):
+                        args += kv
+                    args.append(self._settings.result_ttl_s)
+                    p.evalsha(self._register.sha, 1, self._keys.job(job.id), *args)
+                try:
+                    return [int(x) for x in p.execute()]
+                except redis.exceptions.NoScriptError:
+                    if attempt:
+                        raise
+                    self._r.script_load(_REGISTER)
+        raise AssertionError("unreachable")
 
     def end(
         self, endings: Sequence[Ending], *, ack: tuple[str, str, str] | None = None,
@@ -83,15 +99,21 @@ class Finalizer:
     def end_packed(
         self, items: Sequence[Packed], *, ack: tuple[str, str, str] | None = None, event: bytes = b"",
     ) -> int:
-        """``end`` for results encoded by the caller."""
+        """``end`` for results encoded by the caller. The requests of one job go out as one
+        ``results`` entry on its reply stream (when they all end in this call), not one entry each."""
         keys = [self._keys.telemetry, ack[0] if ack else self._keys.telemetry]
         args: list[object] = [
             ack[1] if ack else "", ack[2] if ack else "", self._settings.telemetry_maxlen,
             self._settings.stream_maxlen, self._settings.result_ttl_s, event,
         ]
+        groups: dict[tuple[str, str], list[Packed]] = {}
         for p in items:
-            keys += [self._keys.job(p.job_id), self._keys.reply(p.reply_to)]
-            args += [p.request_id, p.status, p.raw]
+            groups.setdefault((p.job_id, p.reply_to), []).append(p)
+        for (job_id, reply_to), group in groups.items():
+            keys += [self._keys.job(job_id), self._keys.reply(reply_to)]
+            args += [len(group), results_entry(job_id, [p.raw for p in group]) if len(group) > 1 else b""]
+            for p in group:
+                args += [p.request_id, p.status, p.raw]
         return int(self._script(keys=keys, args=args))
 
 

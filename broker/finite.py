@@ -26,8 +26,19 @@ def is_finite(tensor: Tensor) -> bool:
 
 
 def check_finite(job: Job, limits: Limits) -> None:
-    """Raise ``InvalidMessage("non_finite", ...)`` naming the first input that holds NaN or ±Inf."""
+    """Raise ``InvalidMessage("non_finite", ...)`` naming the first input that holds NaN or ±Inf.
+
+    One pass per float dtype over the whole job's bytes, joined: a job of 32 small inputs costs one
+    ``isfinite`` instead of 32. Only a job that fails is searched for the input to name."""
     if job.model in limits.allow_non_finite:
+        return
+    by_dtype: dict[str, list[bytes]] = {}
+    for req in job.requests:
+        for tensor in req.inputs.values():
+            if tensor.dtype in _FLOATS and tensor.data:
+                by_dtype.setdefault(tensor.dtype, []).append(tensor.data)
+    if all(np.isfinite(np.frombuffer(b"".join(parts), dtype=np.dtype(dt).newbyteorder("<"))).all()
+           for dt, parts in by_dtype.items()):
         return
     for req in job.requests:
         for name, tensor in req.inputs.items():
@@ -35,3 +46,6 @@ def check_finite(job: Job, limits: Limits) -> None:
                 raise InvalidMessage(REASON, f"request {req.id}: input {name!r} holds NaN or infinite values; "
                                              f"model {job.model!r} does not take them (ADASERVE_LIMIT_ALLOW_NON_FINITE "
                                              "lists the models that do)")
+
+
+_FLOATS = frozenset(("float16", "float32", "float64"))

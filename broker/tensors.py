@@ -24,6 +24,11 @@ def dtype_fits(sent: str, wanted: str) -> bool:
     return src.kind in "iu" and dst.kind in "iu" and bool(np.can_cast(src, dst, casting="safe"))
 
 
+_ITEMSIZE = {name: np.dtype(name).itemsize for name in ALL_DTYPES}
+_NAMES = {np.dtype(name): name for name in ALL_DTYPES}
+_LITTLE = {name: np.dtype(name).newbyteorder("<") for name in ALL_DTYPES}
+
+
 def limits_of(info: ValidationInfo) -> Limits:
     ctx = info.context or {}
     lim = ctx.get("limits")
@@ -42,7 +47,7 @@ class Tensor(BaseModel):
     @classmethod
     def _dtype(cls, v: str, info: ValidationInfo) -> str:
         allowed = limits_of(info).allowed_dtypes
-        if v not in ALL_DTYPES or v not in allowed:
+        if v not in _ITEMSIZE or v not in allowed:
             raise ValueError(f"dtype {v!r} not allowed (allowed: {', '.join(allowed)})")
         return v
 
@@ -59,8 +64,9 @@ class Tensor(BaseModel):
 
     @model_validator(mode="after")
     def _size(self) -> Tensor:
-        want = math.prod(self.shape) * np.dtype(self.dtype).itemsize
-        if len(self.data) != want:
+        # a table, not np.dtype(): this runs for every tensor of every job
+        want = math.prod(self.shape) * _ITEMSIZE.get(self.dtype, 0)
+        if len(self.data) != want and self.dtype in _ITEMSIZE:
             raise ValueError(f"data holds {len(self.data)} bytes, shape and dtype need {want}")
         return self
 
@@ -69,10 +75,13 @@ class Tensor(BaseModel):
         a = np.ascontiguousarray(array)
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         a = a.astype(dt, copy=False)
-        return cls.model_construct(dtype=str(a.dtype), shape=tuple(a.shape), data=a.tobytes())
+        # the name from a table: str(dtype) costs more than the rest of this together
+        name = _NAMES.get(a.dtype) or str(a.dtype)
+        return cls.model_construct(dtype=name, shape=a.shape, data=a.tobytes())
 
     def to_numpy(self) -> np.ndarray:
-        return np.frombuffer(self.data, dtype=np.dtype(self.dtype).newbyteorder("<")).reshape(self.shape)
+        dt = _LITTLE.get(self.dtype) or np.dtype(self.dtype).newbyteorder("<")
+        return np.frombuffer(self.data, dtype=dt).reshape(self.shape)
 
     def wire(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "shape": list(self.shape), "data": self.data}

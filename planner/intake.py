@@ -64,10 +64,7 @@ class Intake:
                 self._reject(pipe, e, exc, now_ms)
         if not valid:
             return []
-        with self.r.pipeline(transaction=False) as p:
-            for e, job in valid:
-                self.fin.register(job, e.id, float(e.ms), digest=digest(e.raw), pipe=p)
-            codes = p.execute()
+        codes = self.fin.register_all([(job, e.id, float(e.ms), digest(e.raw)) for e, job in valid])
         again = [job for (_, job), code in zip(valid, codes) if int(code) == 0]
         done = self._ended(again)
         out: list[Admitted] = []

@@ -23,13 +23,13 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 
-from adaserve.broker.codec import decode
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
-from adaserve.broker.messages import Job
+from adaserve.broker.messages import Job, Result
 from adaserve.broker.outage import Outage, is_transient, ride_out
-from adaserve.broker.settings import Limits, Settings, default_limits, load_limits
+from adaserve.broker.replies import read_reply
+from adaserve.broker.settings import Limits, Settings, load_limits
 from adaserve.broker.streams import Entry, publish, read
 from adaserve.producers.handle import JobHandle
 from adaserve.producers.jobs import encode_checked, new_id
@@ -214,22 +214,13 @@ class Client:
         for e in entries:
             self._last = e.id
             try:
-                # a client's own limits bound what it sends, not what it receives
-                res = decode(e.raw or b"", default_limits())
+                results = read_reply(e.raw or b"")
             except InvalidMessage as exc:
                 self.undecodable += 1
                 log.warning("undecodable entry %s on %s: %s", e.id, self.reply_stream, exc)
                 continue
-            t = self._outstanding.get(getattr(res, "job_id", ""))
-            if t is None or res.type != "result":
-                self.orphans += 1
-                continue
-            seen = t.duplicates
-            done = t.add(res)
-            self.duplicates += t.duplicates - seen
-            if done:
-                del self._outstanding[t.job_id]
-                self._unclaimed[t.job_id] = t
+            for res in results:
+                self._file_one(res)
         self._since_trim += len(entries)
         if self._since_trim >= _TRIM_EVERY:
             self._since_trim = 0
@@ -237,6 +228,18 @@ class Client:
                 self._r.xtrim(self.reply_stream, minid=self._last, approximate=True)
             except redis.RedisError as exc:  # housekeeping: the next trim catches up
                 log.debug("reply stream not trimmed: %s", exc)
+
+    def _file_one(self, res: Result) -> None:
+        t = self._outstanding.get(res.job_id)
+        if t is None:
+            self.orphans += 1
+            return
+        seen = t.duplicates
+        done = t.add(res)
+        self.duplicates += t.duplicates - seen
+        if done:
+            del self._outstanding[t.job_id]
+            self._unclaimed[t.job_id] = t
 
     # -- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:

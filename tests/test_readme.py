@@ -72,5 +72,6 @@ def test_the_node_example_runs(stack: Stack, tmp_path: Path) -> None:
     done = subprocess.run(["node", "producer.mjs"], cwd=tmp_path, env=_env(stack), capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    status, prediction = done.stdout.split()
-    assert status == "completed" and 0 <= int(prediction) <= 9
+    lines = sorted(line.split() for line in done.stdout.splitlines())
+    assert [(rid, status) for rid, status, _ in lines] == [("r0", "completed"), ("r1", "completed")], done.stdout
+    assert all(0 <= int(prediction) <= 9 for _, _, prediction in lines)

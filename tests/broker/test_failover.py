@@ -28,8 +28,7 @@ import pytest
 import redis
 
 from adaserve.broker import Keys, Settings, connect, is_transient, load_settings
-from adaserve.broker.codec import decode
-from adaserve.broker.messages import Result
+from adaserve.broker.replies import read_reply
 from adaserve.models.datasets import sample_inputs
 from adaserve.producers import Client, JobHandle, JobResult, make_job
 
@@ -89,7 +88,7 @@ def check_and_report(what: str, pipe, load: Load, settings: Settings, killed_at:
     # ... and on the server: no request published twice, no job completed twice.
     r = connect(settings)
     keys = Keys(settings.namespace)
-    replies = [decode(f[b"m"], expect=Result) for _, f in r.xrange(keys.reply(load.client.client_id))]
+    replies = [x for _, f in r.xrange(keys.reply(load.client.client_id)) for x in read_reply(f[b"m"])]
     events = [msgpack.unpackb(f[b"m"], raw=False) for _, f in r.xrange(keys.telemetry)]
     r.close()
     twice = [k for k, n in Counter((x.job_id, x.request_id) for x in replies).items() if n > 1]

@@ -1,8 +1,10 @@
+import msgpack
 import numpy as np
 import redis
 
 from adaserve.broker import Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, probe, streams
 from adaserve.broker.codec import encode_map
+from adaserve.broker.replies import read_reply
 
 
 def test_probe_reports_streams_capabilities(r: "redis.Redis[bytes]") -> None:
@@ -67,7 +69,10 @@ def test_finalizer_ends_each_request_once_and_completes_the_job(r: "redis.Redis[
     assert streams.deliveries(r, k.batches("cpu"), "cpu", bid) == 0
     assert fin.end([_end("r1", "completed"), _end("r2", "expired")]) == 1  # r1 already ended
     assert fin.end([_end("r2", "failed")]) == 0
-    results = [decode(e.raw) for e in streams.read(r, {k.reply("c"): "0"})]
+    entries = streams.read(r, {k.reply("c"): "0"})
+    # r0 and r1, ended together, went out as one `results` entry; r2, alone, as a `result`
+    assert [msgpack.unpackb(e.raw)["type"] for e in entries] == ["results", "result"]
+    results = [x for e in entries for x in read_reply(e.raw)]
     assert sorted((x.request_id, x.status) for x in results) == [("r0", "completed"), ("r1", "completed"), ("r2", "expired")]
     events = [decode(e.raw) for e in streams.read(r, {k.telemetry: "0"})]
     (done,) = [e for e in events if e.event == "job.completed"]
@@ -113,3 +118,9 @@ def test_trim_consumed_drops_only_what_the_group_is_done_with(r: "redis.Redis[by
     assert r.xlen(stream) == 5
     assert streams.trim_consumed(r, stream, "missing-group", keep_ms=0, now_ms=1e9) == 0
     assert streams.trim_consumed(r, "no-such-stream", "g", keep_ms=0, now_ms=1e9) == 0
+
+
+def test_registration_survives_a_server_that_lost_its_scripts(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    fin = Finalizer(r, settings)
+    r.script_flush()  # as a restart without persistence leaves it
+    assert fin.register_all([(_job(2), "7-0", 7.0, ""), (_job(2), "7-0", 7.0, "")]) == [1, 0]

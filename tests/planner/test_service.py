@@ -28,6 +28,7 @@ from adaserve.broker import (
     streams,
 )
 from adaserve.broker.events import BatchFinished, RequestTiming, WorkerHeartbeat
+from adaserve.broker.replies import read_reply
 from adaserve.planner.config import PlannerConfig
 from adaserve.planner.service import Planner
 
@@ -101,7 +102,7 @@ def _collect(r: redis.Redis[bytes], k: Keys, want: int, timeout: float = 10.0) -
     while len(out) < want and time.time() < end:
         for e in streams.read(r, {k.reply("client"): last}, block_ms=100):
             last = e.id
-            out.append(decode(e.raw, expect=Result))
+            out += read_reply(e.raw)
     return out
 
 

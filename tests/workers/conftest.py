@@ -21,6 +21,7 @@ from adaserve.broker import Finalizer, Keys, Settings, Tensor
 from adaserve.broker.codec import decode, encode
 from adaserve.broker.errors import ModelNotFound
 from adaserve.broker.messages import Batch, BatchItem, Job, Placement, Plan, Request, Result, Slo
+from adaserve.broker.replies import read_reply
 from adaserve.broker.streams import ensure_group, publish
 from adaserve.models.manifest import InputSpec
 from adaserve.workers import Worker, WorkerConfig
@@ -150,9 +151,9 @@ class Feeder:
         key = self.keys.reply(self.reply)
         end = time.monotonic() + timeout
         while True:
-            rows = self.r.xrange(key)
-            if len(rows) >= n or time.monotonic() > end:
-                return [decode(f[b"m"], expect=Result) for _, f in rows]
+            got = [res for _, f in self.r.xrange(key) for res in read_reply(f[b"m"])]
+            if len(got) >= n or time.monotonic() > end:
+                return got
             time.sleep(0.02)
 
     def events(self, kind: str) -> list[object]:

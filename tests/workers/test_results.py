@@ -63,3 +63,22 @@ def test_failed_from_raw_keeps_only_addressable_items() -> None:
     assert [(r.request_id, r.status, r.app, r.timings.total_ms, reply) for r, reply in out] == [
         ("r1", "failed", "a", 5.0, "c")]
     assert failed_from_raw({"items": "nope"}, "x", worker="w", now_ms=1.0) == []
+
+
+def test_a_results_entry_reads_back_as_the_same_results_the_schema_gives() -> None:
+    """A batch's share of one job, spliced into one ``results`` entry, reads back as the results
+    each ``result`` map validates to."""
+    from adaserve.broker.codec import results_entry
+    from adaserve.broker.replies import read_reply
+
+    batch = _batch()
+    outcome = BatchOutcome("exit2", [
+        ItemOutcome("completed", prediction=2, confidence=0.9, exit=2,
+                    outputs={"logits": WireRow("float32", [3], np.ones(3, np.float32).tobytes())}, exec_ms=1.0),
+        ItemOutcome("expired", reason="deadline"),
+    ], started_ms=1010.0, finished_ms=1014.0, exec_ms=1.5)
+    packed, _ = finished(batch, outcome, worker="w1", pool="cpu", device="cpu")
+    validated = [decode(p.raw, expect=Result) for p in packed]
+    assert read_reply(results_entry("j1", [p.raw for p in packed])) == validated
+    assert [read_reply(p.raw)[0] for p in packed] == validated
+    assert isinstance(validated[0].plan.modalities, tuple) and read_reply(packed[0].raw)[0].plan == batch.plan
