@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from adaserve.broker.codec import FIELD, decode, encode_map
+from adaserve.broker.codec import FIELD, encode_map, unpack, validate
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import Event
 
@@ -154,15 +154,21 @@ def last_id(r: redis.Redis[bytes], stream: str) -> str:
 
 def events(
     entries: list[Entry], on_invalid: Callable[[Entry, InvalidMessage], None] | None = None,
+    only: frozenset[str] | None = None,
 ) -> Iterator[tuple[Entry, Event]]:
     """The telemetry events in ``entries``; deleted, undecodable or non-event entries are skipped
     (a reader of telemetry never stops on one bad entry). ``on_invalid`` hears of each entry that
-    did not decode, for a reader that must not let some of them pass unnoticed."""
+    did not decode, for a reader that must not let some of them pass unnoticed. With ``only``,
+    events of other types are skipped before they are validated (the planner reads the whole
+    stream for three of its types)."""
     for e in entries:
         if e.raw is None:
             continue
         try:
-            ev = decode(e.raw)
+            body = unpack(e.raw)
+            if only is not None and body.get("event") not in only:
+                continue
+            ev = validate(body)
         except InvalidMessage as exc:
             if on_invalid is not None:
                 on_invalid(e, exc)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 from adaserve.broker.settings import ALL_DTYPES, Limits, default_limits
 from adaserve.broker.violations import over_limit
@@ -43,32 +42,32 @@ class Tensor(BaseModel):
     shape: tuple[int, ...]
     data: bytes
 
-    @field_validator("dtype")
+    # One check of the raw map rather than a validator per field and one after: a job carries a
+    # tensor per request and input, and each validator is a call from pydantic's compiled core into
+    # Python. A ``Tensor`` object passed in (``from_numpy``) is not a map and is taken as it is.
+    @model_validator(mode="before")
     @classmethod
-    def _dtype(cls, v: str, info: ValidationInfo) -> str:
-        allowed = limits_of(info).allowed_dtypes
-        if v not in _ITEMSIZE or v not in allowed:
-            raise ValueError(f"dtype {v!r} not allowed (allowed: {', '.join(allowed)})")
+    def _check(cls, v: Any, info: ValidationInfo) -> Any:
+        if not isinstance(v, dict):
+            return v
+        lim = limits_of(info)
+        dtype, shape, data = v.get("dtype"), v.get("shape"), v.get("data")
+        if isinstance(dtype, str) and (dtype not in _ITEMSIZE or dtype not in lim.allowed_dtypes):
+            raise ValueError(f"dtype {dtype!r} not allowed (allowed: {', '.join(lim.allowed_dtypes)})")
+        if type(shape) not in (list, tuple) or len(shape) > 8:
+            raise ValueError("shape must be a list of at most 8 non-negative integers")
+        n = 1
+        for d in shape:
+            if type(d) is not int or d < 0:
+                raise ValueError("shape must be a list of at most 8 non-negative integers")
+            n *= d
+        if n > lim.max_tensor_elements:
+            raise over_limit("tensor of {n} elements exceeds the limit of {cap}", n=n, cap=lim.max_tensor_elements)
+        if not isinstance(data, (bytes, bytearray)):
+            raise ValueError("data must be bytes (msgpack bin)")
+        if isinstance(dtype, str) and len(data) != n * _ITEMSIZE[dtype]:
+            raise ValueError(f"data holds {len(data)} bytes, shape and dtype need {n * _ITEMSIZE[dtype]}")
         return v
-
-    @field_validator("shape")
-    @classmethod
-    def _shape(cls, v: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
-        if len(v) > 8 or any(d < 0 for d in v):
-            raise ValueError("shape must have at most 8 non-negative dimensions")
-        n = math.prod(v)
-        cap = limits_of(info).max_tensor_elements
-        if n > cap:
-            raise over_limit("tensor of {n} elements exceeds the limit of {cap}", n=n, cap=cap)
-        return v
-
-    @model_validator(mode="after")
-    def _size(self) -> Tensor:
-        # a table, not np.dtype(): this runs for every tensor of every job
-        want = math.prod(self.shape) * _ITEMSIZE.get(self.dtype, 0)
-        if len(self.data) != want and self.dtype in _ITEMSIZE:
-            raise ValueError(f"data holds {len(self.data)} bytes, shape and dtype need {want}")
-        return self
 
     @classmethod
     def from_numpy(cls, array: np.ndarray) -> Tensor:

@@ -105,7 +105,7 @@ class Follower:
         entries = streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms)
         if entries:
             self._last = entries[-1].id
-        for _, ev in streams.events(entries, on_invalid=self._invalid):
+        for _, ev in streams.events(entries, on_invalid=self._invalid, only=_FOLLOWED):
             if isinstance(ev, WorkerHeartbeat):
                 self.pools.heartbeat(ev)
             elif isinstance(ev, WorkerStopped):
@@ -176,6 +176,10 @@ class Follower:
                 if _text(g.get("name")) == v.name:
                     lag = g.get("lag")
                     v.inflight = int(g.get("pending", 0)) + int(lag if lag is not None else 0)
+
+
+# What the planner acts on; the rest of the stream (its own events among them) is not validated.
+_FOLLOWED = frozenset(("worker.heartbeat", "worker.stopped", "batch.finished"))
 
 
 def _text(x: object) -> str:

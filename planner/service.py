@@ -28,7 +28,7 @@ from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
 from adaserve.planner.core import Decision, Pending, Scheduler
-from adaserve.planner.dispatch import batch_bytes, build_batch, expiries
+from adaserve.planner.dispatch import build_batch, expiries
 from adaserve.planner.follow import Follower
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
@@ -266,18 +266,18 @@ class Planner:
 
     def _send(self, model: str, pool: str, decision: Decision, now_ms: float) -> None:
         items, predicted_s = decision.batch, decision.predicted_s
-        batch = build_batch(model, items, now_ms, self._plan(model, pool, decision))
-        self._pipe.xadd(self.keys.batches(pool), {b"m": batch_bytes(batch)},
-                        maxlen=self.settings.stream_maxlen, approximate=True)
+        plan = self._plan(model, pool, decision)
+        batch_id, raw = build_batch(model, items, now_ms, plan)
+        self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen, approximate=True)
         view = self.pools.views.get(pool)
-        self.follow.inflight.add(batch.id, pool, now_ms, busy=view is not None and view.inflight > 0)
-        self._event("batch.dispatched", batch_id=batch.id, pool=pool, model=model, variant=batch.plan.variant,
+        self.follow.inflight.add(batch_id, pool, now_ms, busy=view is not None and view.inflight > 0)
+        self._event("batch.dispatched", batch_id=batch_id, pool=pool, model=model, variant=plan.variant,
                     size=len(items), predicted_ms=predicted_s * 1000.0)
         for p in items:
             held: HeldJob = p.payload[0]
             if not held.planned:
                 held.planned = True
-                self._event("job.planned", job_id=held.job.id, variant=batch.plan.variant, pool=pool)
+                self._event("job.planned", job_id=held.job.id, variant=plan.variant, pool=pool)
             self._left(held)
 
     def _expire(self, items: list[Pending], now_ms: float) -> None:
