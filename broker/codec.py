@@ -41,12 +41,13 @@ def results_entry(job_id: str, raws: list[bytes]) -> bytes:
         head = b"\xdc" + n.to_bytes(2, "big")
     else:
         head = b"\xdd" + n.to_bytes(4, "big")
-    return _RESULTS_HEAD + msgpack.packb(job_id, use_bin_type=True) + _RESULTS_KEY + head + b"".join(raws)
+    job: bytes = msgpack.packb(job_id, use_bin_type=True)
+    return _RESULTS_HEAD + job + _RESULTS_KEY + head + b"".join(raws)
 
 
-_RESULTS_HEAD = b"\x84" + b"".join(msgpack.packb(x, use_bin_type=True)
+_RESULTS_HEAD: bytes = b"\x84" + b"".join(msgpack.packb(x, use_bin_type=True)
                                    for x in ("v", SCHEMA_VERSION, "type", "results", "job_id"))
-_RESULTS_KEY = msgpack.packb("results", use_bin_type=True)
+_RESULTS_KEY: bytes = msgpack.packb("results", use_bin_type=True)
 
 
 def unpack(raw: bytes, limits: Limits | None = None) -> dict[str, Any]:

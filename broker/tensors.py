@@ -54,7 +54,7 @@ class Tensor(BaseModel):
         dtype, shape, data = v.get("dtype"), v.get("shape"), v.get("data")
         if isinstance(dtype, str) and (dtype not in _ITEMSIZE or dtype not in lim.allowed_dtypes):
             raise ValueError(f"dtype {dtype!r} not allowed (allowed: {', '.join(lim.allowed_dtypes)})")
-        if type(shape) not in (list, tuple) or len(shape) > 8:
+        if not isinstance(shape, (list, tuple)) or len(shape) > 8:
             raise ValueError("shape must be a list of at most 8 non-negative integers")
         n = 1
         for d in shape:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from adaserve.broker import streams
@@ -105,13 +106,15 @@ class Follower:
         entries = streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms)
         if entries:
             self._last = entries[-1].id
-        for _, ev in streams.events(entries, on_invalid=self._invalid, only=_FOLLOWED):
-            if isinstance(ev, WorkerHeartbeat):
+        for _, ev in streams.events(entries, on_invalid=self._invalid, only=_FOLLOWED, quick=_quick_finished):
+            if isinstance(ev, Finished):
+                self._finished(ev, scheds)
+            elif isinstance(ev, WorkerHeartbeat):
                 self.pools.heartbeat(ev)
             elif isinstance(ev, WorkerStopped):
                 self.pools.forget(ev.worker)
             elif isinstance(ev, BatchFinished):
-                self._finished(ev, scheds)
+                self._finished(Finished.of(ev), scheds)
 
     def _invalid(self, entry: streams.Entry, exc: InvalidMessage) -> None:
         """Tell of a heartbeat that did not validate; other undecodable telemetry is not the
@@ -124,7 +127,7 @@ class Follower:
             worker = body.get("worker")
             self.unheard.tell(worker if isinstance(worker, str) else "?", body, exc)
 
-    def _finished(self, ev: BatchFinished, scheds: Mapping[str, Scheduler]) -> None:
+    def _finished(self, ev: Finished, scheds: Mapping[str, Scheduler]) -> None:
         sent = self.inflight.pop(ev.batch_id)
         if sent is not None:
             gap = max(ev.ts - ev.exec_ms - sent[1], 0.0)
@@ -137,8 +140,8 @@ class Follower:
         # One part of a split model is not the batch latency the policy models; the planner keeps
         # learning from whole runs (per-part models belong to placement).
         if sched is not None and ev.part is None:
-            sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, tuple(i.app for i in ev.items),
-                                         tuple(i.exec_ms / 1000.0 for i in ev.items), ev.pool, ev.variant))
+            sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, ev.apps,
+                                         tuple(x / 1000.0 for x in ev.item_exec_ms), ev.pool, ev.variant))
 
     def wait_ms(self, pool: str, now_ms: float) -> float:
         """Expected ms before a batch sent to ``pool`` now starts (and the worker's overhead):
@@ -176,6 +179,47 @@ class Follower:
                 if _text(g.get("name")) == v.name:
                     lag = g.get("lag")
                     v.inflight = int(g.get("pending", 0)) + int(lag if lag is not None else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """What the planner uses of a ``batch.finished`` event."""
+
+    batch_id: str
+    ts: float
+    pool: str
+    model: str
+    variant: str
+    size: int
+    exec_ms: float
+    part: int | None
+    next_pool: str | None
+    apps: tuple[str, ...]
+    item_exec_ms: tuple[float, ...]
+
+    @classmethod
+    def of(cls, ev: BatchFinished) -> Finished:
+        return cls(ev.batch_id, ev.ts, ev.pool, ev.model, ev.variant, ev.size, ev.exec_ms, ev.part, ev.next_pool,
+                   tuple(i.app for i in ev.items), tuple(i.exec_ms for i in ev.items))
+
+
+def _quick_finished(body: dict[str, Any]) -> Finished | None:
+    """A worker's ``batch.finished`` read straight from its map: validating its per-request items
+    cost the planner more than the batch's scheduling. The worker's map is held to the schema by
+    ``tests/workers/test_results.py``; a map without the expected types is validated in full
+    (``None``), which names what is wrong."""
+    if body.get("event") != "batch.finished":
+        return None
+    try:
+        items = body["items"]
+        f = Finished(body["batch_id"], float(body["ts"]), body["pool"], body["model"], body.get("variant", "default"),
+                     int(body["size"]), float(body["exec_ms"]), body.get("part"), body.get("next_pool"),
+                     tuple(i["app"] for i in items), tuple(float(i["exec_ms"]) for i in items))
+    except (KeyError, TypeError, ValueError):
+        return None
+    ok = (isinstance(f.batch_id, str) and isinstance(f.pool, str) and isinstance(f.model, str)
+          and isinstance(f.variant, str) and all(isinstance(a, str) for a in f.apps))
+    return f if ok else None
 
 
 # What the planner acts on; the rest of the stream (its own events among them) is not validated.

@@ -19,6 +19,7 @@ from adaserve.broker.messages import SCHEMA_VERSION, Batch, Result, Timings
 from adaserve.workers.execute import BatchOutcome, ItemOutcome
 
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+_MAP16 = b"\xde\x00\x10"  # msgpack map16 header: 16 entries
 
 
 def finished(
@@ -27,6 +28,10 @@ def finished(
     """The encoded result of every request of ``batch`` and the ``batch.finished`` event bytes."""
     packb = msgpack.Packer(use_bin_type=True).pack
     plan = batch.plan.model_dump(mode="python")
+    # The fields every result of the batch shares are packed once and spliced in front of each
+    # result's own: packing the plan again per request was a third of this function.
+    shared = b"".join(packb(x) for x in ("v", SCHEMA_VERSION, "type", "result", "model", batch.model,
+                                          "plan", plan, "worker", worker))
     fin = outcome.finished_ms
     packed: list[Packed] = []
     timings: list[dict[str, Any]] = []
@@ -41,17 +46,19 @@ def finished(
         exec_ms = out.exec_ms + prior
         total_ms = fin - sub if fin > sub else 0.0
         exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
-        result = {
-            "v": SCHEMA_VERSION, "type": "result", "job_id": item.job_id, "request_id": item.request_id,
-            "app": item.app, "model": batch.model, "status": out.status, "reason": out.reason,
+        own = {
+            "job_id": item.job_id, "request_id": item.request_id, "app": item.app, "status": out.status,
+            "reason": out.reason,
             "outputs": {k: {"dtype": v.dtype, "shape": v.shape, "data": v.data} for k, v in out.outputs.items()},
-            "prediction": out.prediction, "confidence": out.confidence, "exit": exit_, "plan": plan,
-            "job_accuracy": item.job_accuracy, "worker": worker,
+            "prediction": out.prediction, "confidence": out.confidence, "exit": exit_,
+            "job_accuracy": item.job_accuracy,
             "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
                         "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
                         "exec_ms": exec_ms, "total_ms": total_ms},
         }
-        packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, packb(result)))
+        # 11 fields of its own (a fixmap, one header byte) and 5 shared: one map of 16
+        result = _MAP16 + shared + packb(own)[1:]
+        packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, result))
         timings.append({"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
                         "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
                         "total_ms": total_ms, "exit": exit_, "confidence": out.confidence})

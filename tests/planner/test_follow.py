@@ -158,3 +158,31 @@ def test_an_unreadable_entry_in_the_workers_hash_is_reported_at_start(
     told = sorted(_unheard(caplog))
     assert len(told) == 2 and "'w-junk'" in told[0] and "undecodable" in told[0]
     assert "'w-old'" in told[1] and "schema" in told[1] and "models" in told[1]
+
+
+def test_a_batch_finished_read_quickly_is_what_validation_gives() -> None:
+    """The follower reads ``batch.finished`` from its map without validating the items; for what
+    a worker writes that is exactly the validated event, and a map that is not one is validated
+    (so its error is told) rather than half read."""
+    import msgpack
+    import numpy as np
+
+    from adaserve.broker import Tensor
+    from adaserve.broker.codec import decode
+    from adaserve.broker.messages import Batch, BatchItem, Placement, Plan
+    from adaserve.planner.follow import Finished, _quick_finished
+    from adaserve.workers.execute import BatchOutcome, ItemOutcome
+    from adaserve.workers.results import finished
+
+    items = [BatchItem(job_id="j", request_id=f"r{i}", app=f"a{i}", reply_to="c", inputs={
+        "x": Tensor.from_numpy(np.zeros(2, np.float32))}, submitted_ms=1.0, deadline_ms=9.0) for i in range(3)]
+    batch = Batch(id="b", model="m", plan=Plan(variant="v", placement=Placement(pool="gpu", part=1, next_pool="cpu")),
+                  items=items, dispatched_ms=2.0)
+    outcome = BatchOutcome("v", [ItemOutcome("completed", exec_ms=0.5 + i) for i in range(3)], 3.0, 5.0, 2.0)
+    _, raw = finished(batch, outcome, worker="w", pool="gpu", device="gpu")
+    body = msgpack.unpackb(raw, raw=False)
+    quick = _quick_finished(body)
+    assert quick == Finished.of(decode(raw)) and quick is not None
+    assert quick.apps == ("a0", "a1", "a2") and quick.item_exec_ms == (0.5, 1.5, 2.5) and quick.part == 1
+    assert _quick_finished({**body, "items": [{"app": 3, "exec_ms": 1.0}]}) is None
+    assert _quick_finished({**body, "ts": "soon"}) is None and _quick_finished({"event": "job.accepted"}) is None
