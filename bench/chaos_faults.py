@@ -4,16 +4,13 @@ fault ended, and the scenarios that pair a fault with the stack it needs."""
 from __future__ import annotations
 
 import signal
-import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 from adaserve.bench.chaos import MODEL, Fault
+from adaserve.bench.chaos_surge import RawSurge
 from adaserve.broker import PLANNER_GROUP, Keys, connect
 from adaserve.broker.errors import AdaserveError
-from adaserve.models.datasets import sample_inputs
-from adaserve.producers import Client, make_job
 from adaserve.stack import Stack
 
 # fsdd-cnn's capacity on the 2-core development machine (bench live: 1,834 requests/s in jobs of 4)
@@ -87,43 +84,16 @@ def pause(name: str, seconds: float) -> Fault:
 
 
 def surge(jobs_per_s: float, seconds: float, *, deadline_ms: float = 250.0, k: int = 4) -> Fault:
-    """A second producer adds up to ``jobs_per_s`` for ``seconds`` (as many as one process can send,
-    pipelined); its figures: the rate it reached and how its requests ended (``overloaded`` apart)."""
+    """A second producer sends ``jobs_per_s`` for ``seconds`` (``chaos_surge.RawSurge``); its
+    figures: the rate it reached and how its requests ended (``overloaded`` apart)."""
 
     def fault(stack: Stack, figures: dict[str, float]) -> float:
-        inputs, _ = sample_inputs(MODEL, 64, seed=8)
-        ends: Counter[str] = Counter()
-        sent = 0
-        with Client(stack.settings) as client:
-            quit_ = threading.Event()
-
-            def collect() -> None:
-                while not quit_.is_set():
-                    for job in client.poll(0.2):
-                        for r in job.results:
-                            ends["overloaded" if (r.reason or "").startswith("overloaded") else r.status] += 1
-
-            reader = threading.Thread(target=collect, daemon=True, name="chaos-surge-collect")
-            reader.start()
-            t0 = time.monotonic()
-            while (now := time.monotonic() - t0) < seconds:
-                due = min(int(now * jobs_per_s) - sent, 64)
-                if due <= 0:
-                    time.sleep(0.002)
-                    continue
-                client.submit_many([make_job(MODEL, [inputs[(sent + i + j) % 64] for j in range(k)], deadline_ms,
-                                             app="surge") for i in range(due)])
-                sent += due
-            end = time.time()
-            grace = time.monotonic() + 30.0
-            while client.outstanding and time.monotonic() < grace:
-                time.sleep(0.1)
-            time.sleep(0.5)
-            quit_.set()
-            reader.join()
-            figures.update({"surge_jobs_per_s": round(sent / seconds, 1), "surge_target_jobs_per_s": jobs_per_s,
-                            "surge_requests": sent * k, "surge_unfinished": client.outstanding * k,
-                            **{f"surge_{s}": float(n) for s, n in ends.items()}})
+        producer = RawSurge(stack.settings, MODEL, k=k, deadline_ms=deadline_ms)
+        end = producer.run(jobs_per_s, seconds)
+        unfinished = producer.finish(grace_s=60.0)
+        figures.update({"surge_jobs_per_s": round(producer.sent / seconds, 1), "surge_target_jobs_per_s": jobs_per_s,
+                        "surge_requests": producer.sent * k, "surge_unfinished": unfinished,
+                        **{f"surge_{s}": float(n) for s, n in producer.ends.items()}})
         return end
 
     return fault
