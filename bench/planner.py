@@ -99,7 +99,7 @@ def register(bench_app: typer.Typer) -> None:
 
     @bench_app.command("planner")
     def planner_cmd(
-        json_out: bool = typer.Option(False, "--json", help="Print one JSON list and nothing else."),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON object ({\"depths\": [...]}) and nothing else."),
         policy: str = typer.Option("orloj", help="Policy to time (any of adaserve.planner.policies)."),
         rounds: int = typer.Option(400, min=10, help="Timed next_batch calls per depth."),
         clock: str = typer.Option("wall", help="wall (perf_counter) or cpu (this thread's CPU time)."),
@@ -122,7 +122,7 @@ def register(bench_app: typer.Typer) -> None:
                 rows.append(measure(depth, policy=policy, rounds=rounds, clock=clock, scenario=scenario))
                 bar.advance(task)
         if json_out:
-            typer.echo(json.dumps(rows))
+            typer.echo(json.dumps({"depths": rows}))
             return
         table = Table(title=f"{policy}: per-call latency (ms)")
         for col in rows[0]:

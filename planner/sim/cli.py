@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         max_batch: int | None = typer.Option(None, min=1, help="Largest batch (default 16 as in the ORLOJ paper; "
                                                                "pipeline mode: 32, the planner's default)."),
         seed: int = typer.Option(0),
-        json_out: bool = typer.Option(False, "--json", help="One JSON object per policy, one per line."),
+        json_out: bool = typer.Option(False, "--json", help="One JSON object: {\"results\": [one row per policy]}."),
         calibrate_run: str | None = typer.Option(None, "--calibrate", help="Measure the pipeline's costs from this "
                                                                            "live run's telemetry (the server in "
                                                                            "ADASERVE_REDIS_URL), save them, and "
@@ -67,6 +67,7 @@ def register(app: typer.Typer) -> None:
                           max_batch=max_batch, seed=seed)
             offered = load if load is not None else paper_load(w, workers=workers, max_batch=max_batch)
             err = Console(stderr=True)
+            rows: list[dict[str, object]] = []
             for name in [p for p in policy.split(",") if p]:
                 with Progress(console=err, transient=True) as bar:
                     task = bar.add_task(f"{name} on {w.name}", total=requests)
@@ -77,10 +78,11 @@ def register(app: typer.Typer) -> None:
                        "late": res.late, "expired": res.expired, "batches": res.batches,
                        "mean_batch": round(res.mean_batch, 3), "utilisation": round(res.utilisation, 4),
                        "wall_s": round(secs, 3)}
-                if json_out:
-                    typer.echo(json.dumps(out))
-                else:
+                rows.append(out)
+                if not json_out:
                     Console().print(out)
+            if json_out:
+                typer.echo(json.dumps({"results": rows}))
         except (ConfigError, ValueError) as exc:
             raise typer.BadParameter(str(exc)) from exc
 

@@ -73,8 +73,8 @@ def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, dur
 def print_results(results: list[dict[str, object]], json_out: bool) -> None:
     from rich.console import Console
 
+    if json_out:
+        typer.echo(json.dumps({"results": results}))
+        return
     for row in results:
-        if json_out:
-            typer.echo(json.dumps(row))
-        else:
-            Console().print(row)
+        Console().print(row)

@@ -5,10 +5,10 @@ from typer.testing import CliRunner
 from adaserve.cli import app
 
 
-def test_sim_prints_one_json_object_per_policy() -> None:
+def test_sim_prints_one_json_object_with_a_row_per_policy() -> None:
     res = CliRunner().invoke(app, ["sim", "--policy", "orloj,fifo", "--workload", "static", "--requests", "200", "--json"])
     assert res.exit_code == 0, res.output
-    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    rows = json.loads(res.stdout)["results"]
     assert [r["policy"] for r in rows] == ["orloj", "fifo"]
     assert all(r["met"] + r["late"] + r["expired"] == r["requests"] for r in rows)
 
@@ -35,13 +35,13 @@ def test_calibrate_a_run_from_the_servers_telemetry_then_reuse_it(r, settings, t
     res = CliRunner().invoke(app, ["sim", "--calibrate", "r1", "--calibration", str(saved), "--policy", "orloj,edf",
                                    "--rate", "50", "--duration", "2", "--deadline-ms", "50", "--json"])
     assert res.exit_code == 0, res.output
-    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    rows = json.loads(res.stdout.splitlines()[-1])["results"]
     assert [x["policy"] for x in rows] == ["orloj", "edf"] and all(x["model"] == "m" for x in rows)
     assert all(x["met"] + x["late"] + x["expired"] == x["requests"] for x in rows)
     again = CliRunner().invoke(app, ["sim", "--calibration", str(saved), "--policy", "edf", "--rate", "50",
                                      "--duration", "2", "--deadline-ms", "50", "--json"])
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout.splitlines()[-1]) == rows[1]  # same seed, same calibration
+    assert json.loads(again.stdout.splitlines()[-1])["results"] == [rows[1]]  # same seed, same calibration
 
 
 def test_calibrating_an_unknown_run_is_a_usage_error(settings, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
