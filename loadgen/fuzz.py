@@ -40,9 +40,10 @@ class Hostile:
     reason: str | None = None  # the rejection's code, where the kind decides it
 
 
-def owed(body: Any, reply_to: str) -> tuple[str, int]:
+def owed(body: Any, reply_to: str, max_ids: int = 1024) -> tuple[str, int]:
     """(job id, results) the wire contract owes ``body``: one per well-formed request id, one for
-    the job when it names none; nothing when its id or reply channel is unusable."""
+    the job when it names none or more than a job may hold (``max_ids``); nothing when its id or
+    reply channel is unusable."""
     if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not ID.match(body["id"]):
         return "", 0
     if not isinstance(body.get("reply_to"), str) or not ID.match(body["reply_to"]) or body["reply_to"] != reply_to:
@@ -50,7 +51,7 @@ def owed(body: Any, reply_to: str) -> tuple[str, int]:
     reqs = body.get("requests")
     ids = [r["id"] for r in reqs if isinstance(r, dict) and isinstance(r.get("id"), str) and ID.match(r["id"])] \
         if isinstance(reqs, list) else []
-    return body["id"], max(len(ids), 1)
+    return body["id"], 1 if len(ids) > max_ids else max(len(ids), 1)
 
 
 class Fuzzer:
@@ -98,7 +99,7 @@ class Fuzzer:
                 "reply_to": self.reply_to, "priority": 0, "run": self.tag}
 
     def packed(self, kind: str, body: Any, reason: str | None = None, raw: bytes | None = None) -> Hostile:
-        job_id, results = owed(body, self.reply_to)
+        job_id, results = owed(body, self.reply_to, self.limits.max_requests_per_job)
         data = raw if raw is not None else msgpack.packb(body, use_bin_type=True)
         return Hostile(kind, {b"m": data}, job_id, results, reason)
 

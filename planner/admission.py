@@ -20,7 +20,7 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
 def reject(
     pipe: redis.client.Pipeline[bytes], keys: Keys, settings: Settings, *, entry_id: str, entry_ms: float,
-    raw: bytes | None, error: InvalidMessage, now_ms: float, dead_letter: bool = True,
+    raw: bytes | None, error: InvalidMessage, now_ms: float, dead_letter: bool = True, max_ids: int = 1024,
 ) -> None:
     """Queue on ``pipe`` everything a rejection writes (the caller acks and executes); the dead
     letter keeps the original bytes of a job that was wrong, not of one refused for load."""
@@ -28,6 +28,10 @@ def reject(
     job_id = info.get("id", "") if _ID.match(info.get("id", "")) else ""
     reply_to = info.get("reply_to", "")
     ids = [i for i in info.get("request_ids", []) if isinstance(i, str) and _ID.match(i)] or [""]
+    if len(ids) > max_ids:
+        # More request ids than a job may hold: one result for the whole job (the SDK files a
+        # result without a request id under every request) rather than a flood of replies.
+        ids = [""]
     reason = f"{error.reason}: {error.detail}"
     streams_raw = raw if raw is not None else b""
     if dead_letter:

@@ -114,5 +114,5 @@ class Intake:
 
     def _reject(self, pipe: redis.client.Pipeline[bytes], e: Entry, error: InvalidMessage, now_ms: float) -> None:
         reject(pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=error, now_ms=now_ms,
-               dead_letter=error.reason != "overloaded")
+               dead_letter=error.reason != "overloaded", max_ids=self.limits.max_requests_per_job)
         pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)

@@ -221,3 +221,18 @@ def test_nan_and_inf_inputs_are_rejected_at_admission(
         ("nan", "rejected", "non_finite"), ("inf", "rejected", "non_finite"), ("ninf", "rejected", "non_finite"),
         ("good", "completed", "")}
     assert pipeline.batches and all(i.job_id == "good" for b in pipeline.batches for i in b.items)
+
+
+def test_a_job_naming_more_requests_than_allowed_gets_one_answer_not_a_flood(
+    pipeline: PeerWorker, r: redis.Redis[bytes], settings: Settings,
+) -> None:
+    k = Keys(settings.namespace)
+    t = {"dtype": "float32", "shape": [2], "data": np.zeros(2, np.float32).tobytes()}
+    body = {"v": 1, "type": "job", "id": "huge", "model": "m", "reply_to": "client", "slo": {"deadline_ms": 1000},
+            "requests": [{"id": f"r{i}", "inputs": {"x": t}} for i in range(1500)]}
+    streams.publish(r, k.jobs, msgpack.packb(body, use_bin_type=True))
+    streams.publish(r, k.jobs, encode(_job("after")))
+    results = _collect(r, k, 3, timeout=1.5)  # waits out the time a flood would take to arrive
+    huge = [x for x in results if x.job_id == "huge"]
+    assert len(huge) == 1 and huge[0].request_id == "" and huge[0].status == "rejected", huge[:3]
+    assert [x.status for x in results if x.job_id == "after"] == ["completed"]
