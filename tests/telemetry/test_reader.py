@@ -112,3 +112,38 @@ def test_heartbeats_are_shown_only_when_asked_for() -> None:
     report = PlannerState(ts=1, planner="p")  # the planner's once-a-second report is one too
     assert not plain.matches(report) and EventFilter(shown_types((), heartbeats=True)).matches(report)
     assert EventFilter(shown_types(("planner.state",))).matches(report)
+
+
+def test_follow_waits_out_a_server_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``tail`` keeps following across a broker restart: events published after the server came
+    back from its AOF still arrive, on the same reader."""
+    import redis
+
+    from adaserve.broker import connect, load_settings
+    from adaserve.embedded import EmbeddedServer
+
+    server = EmbeddedServer(tmp_path / "server", fsync="always").start()
+    try:
+        settings = load_settings(redis_url=server.url, namespace="tr", data_dir=tmp_path)
+        reader = TelemetryReader(connect(settings, block_ms=100), settings)
+        keys = Keys("tr")
+        publisher = redis.Redis.from_url(server.url)
+        publisher.xadd(keys.telemetry, {b"m": encode(accepted("before"))})
+        got: list[str] = []
+
+        def restart() -> None:
+            time.sleep(0.3)
+            server.kill()
+            time.sleep(0.5)
+            server.start()
+            publisher.xadd(keys.telemetry, {b"m": encode(accepted("after"))})
+
+        threading.Thread(target=restart, daemon=True).start()
+        for rec in reader.follow(after="0", block_ms=100, idle_s=5.0):
+            got.append(rec.event.job_id)  # type: ignore[union-attr]
+            if len(got) == 2:
+                break
+        assert got == ["before", "after"] and reader.outage.outages == 1
+        publisher.close()
+    finally:
+        server.stop()
