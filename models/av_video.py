@@ -32,7 +32,7 @@ SUBSETS: dict[str, tuple[str, ...]] = {
 }
 DROPOUT_P = {"audio+video": 0.5, "audio": 0.25, "video": 0.25}
 AUDIO_WIDTHS = (4, 8, 16)
-FRAME_WIDTHS = (32, 64, 64)
+FRAME_WIDTHS = (32, 96, 96)
 SOURCE = ("Free Spoken Digit Dataset (Jakobovski et al., CC BY-SA 4.0) log-mel with light added "
           "noise, paired with noisy frames of UCI Optical Recognition of Handwritten Digits via "
           "scikit-learn (Alpaydin and Kaynak, CC BY 4.0); see adaserve/models/data/ATTRIBUTION.md")

@@ -30,9 +30,9 @@ TEST_PAIR_SEED = 20240
 AUDIO_MODELS = ("fsdd-cnn", "ee-audio")
 AV_MODELS = ("av-digits",)
 VIDEO_MODELS = ("av-video",)
-VIDEO_FRAMES = 4
-VIDEO_NOISE = 0.55
-VIDEO_AUDIO_NOISE_DB = -26.0
+VIDEO_FRAMES = 8
+VIDEO_NOISE = 0.7
+VIDEO_AUDIO_NOISE_DB = -28.0
 LM_MODELS = ("ee-lm-xs", "ee-lm-s")
 PROMPT_LENGTHS = (8, 32)  # language-model prompts: held-out text of 8 to 32 characters
 
