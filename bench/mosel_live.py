@@ -1,10 +1,10 @@
-"""The live part of ``adaserve bench mosel``: real av-digits jobs through the whole pipeline.
+"""The live part of ``adaserve bench mosel``: real jobs of a multimodal model through the whole pipeline.
 
 Per modality policy one fresh pipeline (embedded server unless ``ADASERVE_REDIS_URL``, the
 planner, one CPU worker) serves the same jobs: arrivals replayed from the Azure trace scaled to
 each offered rate, sizes ~ Normal(16, 6) clipped to 1..32, floors uniform over the model's
-accuracy range, held-out audio-image pairs as inputs, one deadline for every job. The planner
-selects modalities from the same profile the simulator uses (it is put into Redis first).
+accuracy range, its held-out inputs (audio-image pairs, audio-video clips), one deadline for every
+job. The planner selects modalities from the same profile the simulator uses (it is put into Redis first).
 Figures come from the results the producer receives: deadlines met, completion times, each job's
 planned effective accuracy (``job_accuracy``) against its floor, the subset of every request
 (``plan.variant``) and the predictions against the labels.
@@ -36,6 +36,7 @@ class LiveConfig:
     grace_s: float = 5.0
     threads: int = 1
     spec: WorkloadSpec = field(default_factory=WorkloadSpec)
+    model: str = "av-digits"
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def plan_jobs(cfg: LiveConfig, rate: float, acc_range: tuple[float, float], pool
 
 
 def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]], deadline_ms: float,
-          run: str, grace_s: float) -> tuple[list[Any], dict[str, LiveJob], float]:
+          run: str, grace_s: float, model: str = "av-digits") -> tuple[list[Any], dict[str, LiveJob], float]:
     """Submit ``jobs`` at their offsets, collect every result; returns (results, job by id, span s)."""
     from adaserve.producers import Client, make_job
 
@@ -76,7 +77,7 @@ def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]],
             due = int(np.searchsorted(offsets, time.monotonic() - t0, side="right"))
             batch = []
             for j in jobs[sent:due]:
-                job = make_job("av-digits", [pool[i] for i in j.picks], deadline_ms, min_accuracy=j.floor, run=run)
+                job = make_job(model, [pool[i] for i in j.picks], deadline_ms, min_accuracy=j.floor, run=run)
                 by_id[job.id] = j
                 batch.append(job)
             if batch:
@@ -160,32 +161,32 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
 
     costs = SubsetCosts.from_profile(profile)
     acc_range = (costs.min_accuracy, costs.max_accuracy)
-    pool, labels = sample_inputs("av-digits", 512, seed=cfg.seed)
+    pool, labels = sample_inputs(cfg.model, 512, seed=cfg.seed)
     runs: dict[str, list[dict[str, Any]]] = {}
     for policy in cfg.policies:
         runs[policy] = []
         with bench_settings() as settings:
             r = connect(settings)
-            r.set(Keys(settings.namespace).profile("av-digits"), profile.to_json())
+            r.set(Keys(settings.namespace).profile(cfg.model), profile.to_json())
             r.close()
             stack = Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=cfg.threads,
                           modality=policy, log_dir=log_dir / policy)
             with stack:
                 stack.wait_ready()
                 warm = plan_jobs(LiveConfig(rates=(20.0,), seconds=1.0, seed=cfg.seed + 7), 20.0, acc_range, len(pool), gaps)
-                drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0)
+                drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0, cfg.model)
                 for rate in cfg.rates:
                     jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps)
                     since = time.time() * 1000.0
                     results, by_id, span = drive(stack.settings, jobs, list(pool), cfg.deadline_ms,
-                                                 f"{policy}-{rate:g}", cfg.grace_s)
+                                                 f"{policy}-{rate:g}", cfg.grace_s, cfg.model)
                     stack.check()
                     point = figures(results, by_id, labels, span)
                     point.update(policy=policy, offered_jobs_s=rate, replanned_events=replanned(stack.settings, since))
                     runs[policy].append(point)
                     if tick:
                         tick(f"live {policy} @ {rate:g} jobs/s")
-    return {"config": {"rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
+    return {"config": {"model": cfg.model, "rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
                        "size_mean": cfg.spec.size_mean, "size_std": cfg.spec.size_std, "max_size": cfg.spec.max_size,
                        "floors": list(acc_range), "cpu_workers": 1, "worker_threads": cfg.threads,
                        "arrivals": "Azure conversation trace replayed, scaled to each rate"},

@@ -95,7 +95,7 @@ class _Subset(nn.Module):
 def _augment(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Fresh audio noise, a fresh clip and a random modality subset per sample and epoch."""
     audio = datasets.noisy_audio(shift_audio(batch, rng)["audio"], rng, datasets.VIDEO_AUDIO_NOISE_DB)
-    video = datasets.video_clips(batch["digit"], "train", rng)
+    video = datasets.video_clips(batch["digit"], "train", rng, frames=datasets.TRAIN_FRAMES)
     names = list(DROPOUT_P)
     picks = rng.choice(len(names), size=len(audio), p=list(DROPOUT_P.values()))
     mask = np.array([[("audio" in SUBSETS[names[k]]), ("video" in SUBSETS[names[k]])]
@@ -147,7 +147,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
         labels=[str(d) for d in range(10)], default_variant="audio+video", variants=variants,
         train={"seed": seed, "tiny": tiny, "epochs": epochs, "samples": len(y),
                "modality_dropout": DROPOUT_P, "audio_noise_db": datasets.VIDEO_AUDIO_NOISE_DB,
-               "video_frames": datasets.VIDEO_FRAMES, "video_noise_sigma": datasets.VIDEO_NOISE,
+               "video_frames": datasets.VIDEO_FRAMES, "train_frames": datasets.TRAIN_FRAMES, "video_noise_sigma": datasets.VIDEO_NOISE,
                "audio_widths": list(AUDIO_WIDTHS), "frame_widths": list(FRAME_WIDTHS),
                "seconds": round(fit["seconds"], 2),
                "export_seconds": round(time.perf_counter() - start, 2),
