@@ -100,7 +100,8 @@ def mosel(
     live_on: bool = typer.Option(True, "--live/--no-live", help="Also run the policies on the real pipeline."),
     live_rates: str = typer.Option("", help="Offered jobs/s of the live runs (comma-separated; default per model)."),
     live_seconds: float = typer.Option(8.0, min=1.0, help="Seconds of arrivals per live run."),
-    live_deadline_ms: float = typer.Option(100.0, min=1.0, help="Deadline of every live job."),
+    live_deadline_ms: float = typer.Option(100.0, min=1.0, help="Least deadline of a live job "
+                                           "(else slo-mult x its all-modality latency)."),
     live_policies: str = typer.Option("optimized,random,aggressive,none", help="Policies of the live runs."),
 ) -> None:
     """MOSEL policies vs offered load in the simulator and live: violations, throughput, accuracy."""
@@ -144,8 +145,8 @@ def mosel(
         rob = robustness(matrix, matrix.costs, rob_cfg, rob_rate, gaps, progress=tick)
         blind = robustness(matrix, matrix.costs, replace(rob_cfg, learn_rate=0.0), rob_rate, gaps,
                            progress=tick)
-        live_report = _live(model, src.profile, gaps, out_dir, seed, quick, live_rates or LIVE_RATES.get(model, LIVE_RATES["av-digits"]),
-                            live_seconds, live_deadline_ms,
+        rates = live_rates or LIVE_RATES.get(model, LIVE_RATES["av-digits"])
+        live_report = _live(model, src.profile, gaps, out_dir, seed, quick, rates, live_seconds, live_deadline_ms,
                             live_policies, spec, lambda what: bar.update(task, description=what)) if live_on else None
     every = [p for pts in curves.values() for p in pts] + rob + blind
     report: dict[str, Any] = {

@@ -45,11 +45,16 @@ class LiveJob:
     size: int
     floor: float
     picks: tuple[int, ...]  # indices into the input pool
+    deadline_ms: float = 0.0  # 0: the run's deadline
 
 
 def plan_jobs(cfg: LiveConfig, rate: float, acc_range: tuple[float, float], pool_n: int,
-              gaps: np.ndarray | None) -> list[LiveJob]:
-    """The jobs of one run; a pure function of the config and the rate (same for every policy)."""
+              gaps: np.ndarray | None, alone_ms: Callable[[int], float] | None = None) -> list[LiveJob]:
+    """The jobs of one run; a pure function of the config and the rate (same for every policy).
+
+    With ``alone_ms`` (a job size's all-modality latency), a job's deadline is ``slo_mult`` x that,
+    as in the simulator, but never under ``cfg.deadline_ms``: the pipeline's own latency is a
+    floor the profile does not see."""
     n = max(1, int(round(rate * cfg.seconds)))
     times = arrival_times(gaps, rate, n, cfg.seed)
     rng = np.random.default_rng(cfg.seed + 1)
@@ -57,7 +62,9 @@ def plan_jobs(cfg: LiveConfig, rate: float, acc_range: tuple[float, float], pool
     floors = rng.uniform(acc_range[0], acc_range[1], n)
     out, k = [], 0
     for t, size, f in zip(times, sizes, floors):
-        out.append(LiveJob(float(t - times[0]), int(size), float(f), tuple((k + j) % pool_n for j in range(size))))
+        deadline = max(cfg.deadline_ms, cfg.spec.slo_mult * alone_ms(int(size))) if alone_ms else 0.0
+        out.append(LiveJob(float(t - times[0]), int(size), float(f),
+                           tuple((k + j) % pool_n for j in range(size)), deadline))
         k += int(size)
     return out
 
@@ -77,7 +84,8 @@ def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]],
             due = int(np.searchsorted(offsets, time.monotonic() - t0, side="right"))
             batch = []
             for j in jobs[sent:due]:
-                job = make_job(model, [pool[i] for i in j.picks], deadline_ms, min_accuracy=j.floor, run=run)
+                job = make_job(model, [pool[i] for i in j.picks], j.deadline_ms or deadline_ms,
+                               min_accuracy=j.floor, run=run)
                 by_id[job.id] = j
                 batch.append(job)
             if batch:
@@ -161,6 +169,11 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
 
     costs = SubsetCosts.from_profile(profile)
     acc_range = (costs.min_accuracy, costs.max_accuracy)
+    best = costs.richest
+
+    def alone_ms(n: int) -> float:
+        return costs.run_ms(best, n)
+
     pool, labels = sample_inputs(cfg.model, 512, seed=cfg.seed)
     runs: dict[str, list[dict[str, Any]]] = {}
     for policy in cfg.policies:
@@ -176,7 +189,7 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
                 warm = plan_jobs(LiveConfig(rates=(20.0,), seconds=1.0, seed=cfg.seed + 7), 20.0, acc_range, len(pool), gaps)
                 drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0, cfg.model)
                 for rate in cfg.rates:
-                    jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps)
+                    jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps, alone_ms)
                     since = time.time() * 1000.0
                     results, by_id, span = drive(stack.settings, jobs, list(pool), cfg.deadline_ms,
                                                  f"{policy}-{rate:g}", cfg.grace_s, cfg.model)
@@ -187,6 +200,7 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
                     if tick:
                         tick(f"live {policy} @ {rate:g} jobs/s")
     return {"config": {"model": cfg.model, "rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
+                       "deadline_rule": f"max({cfg.deadline_ms:g} ms, {cfg.spec.slo_mult:g} x the job's all-modality latency)",
                        "size_mean": cfg.spec.size_mean, "size_std": cfg.spec.size_std, "max_size": cfg.spec.max_size,
                        "floors": list(acc_range), "cpu_workers": 1, "worker_threads": cfg.threads,
                        "arrivals": "Azure conversation trace replayed, scaled to each rate"},
