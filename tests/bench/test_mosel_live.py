@@ -20,6 +20,16 @@ def test_the_job_mix_is_reproducible_and_within_bounds() -> None:
     assert 10 < np.mean([j.size for j in a]) < 22
 
 
+def test_deadlines_follow_the_all_modality_latency_above_the_least_deadline() -> None:
+    cfg = LiveConfig(seconds=2.0, deadline_ms=100.0)
+    jobs = plan_jobs(cfg, 50.0, (0.7, 0.97), 512, None, alone_ms=lambda n: 1.5 * n)
+    assert jobs == plan_jobs(cfg, 50.0, (0.7, 0.97), 512, None, alone_ms=lambda n: 1.5 * n)
+    for j in jobs:  # slo_mult (10) x 1.5 ms per request, never under 100 ms
+        assert j.deadline_ms == max(100.0, 15.0 * j.size)
+    assert any(j.deadline_ms > 100.0 for j in jobs) and any(j.deadline_ms == 100.0 for j in jobs)
+    assert all(j.deadline_ms == 0.0 for j in plan_jobs(cfg, 50.0, (0.7, 0.97), 512, None))
+
+
 def _result(jid: str, k: int, variant: str, acc: float | None, pred: int, total_ms: float) -> Result:
     return Result(job_id=jid, request_id=str(k), status="completed", prediction=pred, job_accuracy=acc,
                   plan=Plan(variant=variant, modalities=tuple(variant.split("+"))),
