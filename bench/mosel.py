@@ -103,6 +103,7 @@ def mosel(
     live_deadline_ms: float = typer.Option(100.0, min=1.0, help="Least deadline of a live job "
                                            "(else slo-mult x its all-modality latency)."),
     live_policies: str = typer.Option("optimized,random,aggressive,none", help="Policies of the live runs."),
+    live_repeats: int = typer.Option(1, min=1, max=10, help="Live sweeps, each on fresh pipelines (spread)."),
 ) -> None:
     """MOSEL policies vs offered load in the simulator and live: violations, throughput, accuracy."""
     from rich.console import Console
@@ -147,7 +148,8 @@ def mosel(
                            progress=tick)
         rates = live_rates or LIVE_RATES.get(model, LIVE_RATES["av-digits"])
         live_report = _live(model, src.profile, gaps, out_dir, seed, quick, rates, live_seconds, live_deadline_ms,
-                            live_policies, spec, lambda what: bar.update(task, description=what)) if live_on else None
+                            live_policies, spec, lambda what: bar.update(task, description=what),
+                            live_repeats) if live_on else None
     every = [p for pts in curves.values() for p in pts] + rob + blind
     report: dict[str, Any] = {
         "bench": "mosel",
@@ -211,8 +213,8 @@ def register(bench_app: typer.Typer) -> None:
 
 
 def _live(model: str, profile: Any, gaps: Any, out_dir: Path, seed: int, quick: bool, rates: str, seconds: float,
-          deadline_ms: float, policies: str, spec: Any, tick: Any) -> dict[str, Any]:
-    from adaserve.bench.mosel_live import LiveConfig, live
+          deadline_ms: float, policies: str, spec: Any, tick: Any, repeats: int = 1) -> dict[str, Any]:
+    from adaserve.bench.mosel_live import LiveConfig, live, spread
     from adaserve.planner.mosel.selector import MODALITY_POLICIES
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
@@ -227,7 +229,9 @@ def _live(model: str, profile: Any, gaps: Any, out_dir: Path, seed: int, quick: 
         grid, seconds, names = grid[::2] or grid, min(seconds, 4.0), tuple(p for p in names if p in ("optimized", "none"))
     cfg = LiveConfig(rates=grid, seconds=seconds, deadline_ms=deadline_ms, policies=names, seed=seed, spec=spec,
                      model=model)
-    return live(cfg, profile, gaps, out_dir / "mosel-live-logs", tick)
+    reps = [live(cfg, profile, gaps, out_dir / "mosel-live-logs" / str(k), tick) for k in range(repeats)]
+    return {**reps[0], "repeats": [r["runs"] for r in reps], "spread": spread([r["runs"] for r in reps]),
+            "floor_violations": sum(r["floor_violations"] for r in reps)}
 
 
 def _live_headline(report: dict[str, Any], target: float) -> None:
@@ -238,6 +242,8 @@ def _live_headline(report: dict[str, Any], target: float) -> None:
     loads = {p: max_load(pts, target) for p, pts in live_["runs"].items()}
     live_["max_load_at_5pct_violations"] = {p: v["jobs_s"] for p, v in loads.items()}
     live_["max_load_detail"] = loads
+    live_["max_load_by_repeat"] = {p: [max_load(runs[p], target)["jobs_s"] for runs in live_.get("repeats", [])]
+                                   for p in live_["runs"]}
     points = [p for pts in live_["runs"].values() for p in pts]
     best = max((p["throughput_requests_s"] for p in points), default=0.0)
     mid = report["theoretical_cap"]["mean_size_job"]

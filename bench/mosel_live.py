@@ -200,9 +200,29 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
                     if tick:
                         tick(f"live {policy} @ {rate:g} jobs/s")
     return {"config": {"model": cfg.model, "rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
-                       "deadline_rule": f"max({cfg.deadline_ms:g} ms, {cfg.spec.slo_mult:g} x the job's all-modality latency)",
+                       "deadline_rule": f"max({cfg.deadline_ms:g} ms, {cfg.spec.slo_mult:g}x all-modality latency)",
                        "size_mean": cfg.spec.size_mean, "size_std": cfg.spec.size_std, "max_size": cfg.spec.max_size,
                        "floors": list(acc_range), "cpu_workers": 1, "worker_threads": cfg.threads,
                        "arrivals": "Azure conversation trace replayed, scaled to each rate"},
             "runs": runs,
             "floor_violations": sum(p["floor_violations"] for pts in runs.values() for p in pts)}
+
+
+def spread(repeats: list[dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per policy and offered rate, each repeat's violation ratio, throughput and median completion
+    time, sorted (min first): how far apart runs of the same point land on this machine."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for runs in repeats:
+        for policy, points in runs.items():
+            for p in points:
+                cell = out.setdefault(policy, {}).setdefault(f"{p['offered_jobs_s']:g}", {
+                    "slo_violation_ratio": [], "throughput_jobs_s": [], "jct_p50_ms": []})
+                cell["slo_violation_ratio"].append(float(p["slo_violation_ratio"]))
+                cell["throughput_jobs_s"].append(float(p["throughput_jobs_s"]))
+                if p["jct_ms"]["p50"] is not None:
+                    cell["jct_p50_ms"].append(float(p["jct_ms"]["p50"]))
+    for cells in out.values():
+        for cell in cells.values():
+            for xs in cell.values():
+                xs.sort()
+    return out

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from adaserve.bench.mosel_live import LiveConfig, LiveJob, figures, plan_jobs
+from adaserve.bench.mosel_live import LiveConfig, LiveJob, figures, plan_jobs, spread
 from adaserve.broker.messages import Plan, Result, Timings
 from adaserve.producers.results import JobResult
 
@@ -52,3 +52,16 @@ def test_figures_count_floor_violations_subsets_and_measured_accuracy() -> None:
     assert f["requests_by_subset"] == {"audio+image": 1, "image": 3}
     assert f["measured_accuracy"] == 0.75 and f["jobs_measured_below_floor"] == 1
     assert f["throughput_jobs_s"] == 0.5 and f["accuracy"]["min"] == 0.67
+
+
+def test_spread_gathers_each_point_over_repeats() -> None:
+    def point(rate: float, v: float, jct: float | None) -> dict[str, object]:
+        return {"offered_jobs_s": rate, "slo_violation_ratio": v, "throughput_jobs_s": 10 * v,
+                "jct_ms": {"p50": jct}}
+
+    reps = [{"none": [point(20.0, 0.3, 5.0), point(40.0, 0.5, 7.0)]},
+            {"none": [point(20.0, 0.1, None), point(40.0, 0.6, 9.0)]}]
+    got = spread(reps)  # type: ignore[arg-type]
+    assert got["none"]["20"] == {"slo_violation_ratio": [0.1, 0.3], "throughput_jobs_s": [1.0, 3.0],
+                                 "jct_p50_ms": [5.0]}
+    assert got["none"]["40"]["slo_violation_ratio"] == [0.5, 0.6]
