@@ -269,4 +269,6 @@ def _live_headline(report: dict[str, Any], target: float) -> None:
         f"modalities would prevent: "
         + (f"{100 * share:.1f}% of the requests the modality-aware policies served used {rich}. "
            if share is not None else "")
-        + "Live differences between policies are therefore mostly run-to-run noise of a shared machine.")
+        + ("Live differences between policies are therefore mostly run-to-run noise of a shared machine."
+           if live_["ratio_cap"] < 1.1 else
+           "Whether the policies differ beyond run-to-run noise: compare the ranges in `spread`."))
