@@ -1,8 +1,9 @@
 """``adaserve bench mosel``: MOSEL's four policies in the job-level simulator (paper Fig. 5, 7.4).
 
-Uses the measured av-digits profile when one exists (``<data_dir>/profiles/av-digits.json`` or
-Redis), else a clearly labelled synthetic stand-in; ``--profile`` names one (the profile shipped
-with adaserve is ``planner/mosel/profiles/av-digits.json``). The strategy matrix is solved once and
+``--model`` picks the model (av-digits by default; av-video is the one with the paper's cost
+structure). Uses its measured profile when one exists (``<data_dir>/profiles/<model>.json``,
+Redis, or the one shipped in ``planner/mosel/profiles/``), else a clearly labelled synthetic
+stand-in; ``--profile`` names one. The strategy matrix is solved once and
 kept next to the profile. ``live`` holds the same policies on the real pipeline (``mosel_live``).
 """
 
@@ -16,6 +17,12 @@ from typing import Any
 import typer
 
 TARGET_RATIO = 3.6
+# Offered jobs/s of the live runs when --live-rates is not given: around what `none` holds on the
+# development machine with one CPU worker (av-video's video encoder is far costlier per request).
+LIVE_RATES = {"av-digits": "50,100,150,200", "av-video": "20,40,60,80,100"}
+# Load multiples of `none`'s capacity added to the simulator's sweep when the profile lets a
+# modality-aware policy go further than the default grid.
+EXTRA_LOADS = (2.6, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0)
 
 
 def _theory(matrix: Any, spec: Any, target: float) -> dict[str, Any]:
@@ -71,14 +78,15 @@ def _why(report: dict[str, Any]) -> str:
     return (f"Batch latency per subset is {parts}. The only cheap subset, {cheap}, is also the least "
             f"accurate ({acc[cheap]:.3f}), and the floors are drawn uniformly from {acc[cheap]:.3f} to "
             f"{acc[rich]:.3f}, so a job at floor f keeps about (f - {acc[cheap]:.2f}) / "
-            f"({acc[rich]:.2f} - {acc[cheap]:.2f}) of its requests on the audio encoder (audio alone costs "
-            f"nearly as much as {rich}); a mix also pays a second batch's fixed cost. Even a job of the "
+            f"({acc[rich]:.2f} - {acc[cheap]:.2f}) of its requests on the costlier subsets; a mix also "
+            f"pays a second batch's fixed cost. Even a job of the "
             f"mean size ({mid['size']}) at the lowest floor runs only {mid['ratio']:.2f}x faster "
             f"({mid['cheapest']}: {mid['cheapest_ms']:.3f} ms vs {mid['richest']}: {mid['richest_ms']:.3f} ms); "
             f"the paper's models (video and audio encoders, costly per request) save far more.")
 
 
 def mosel(
+    model: str = typer.Option("av-digits", "--model", help="Model with modality subsets (av-digits, av-video)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     jobs: int = typer.Option(1000, min=50, help="Jobs per simulated run."),
     seed: int = typer.Option(0, help="Seed of arrivals, job sizes and floors, and of `random`."),
@@ -86,14 +94,16 @@ def mosel(
     slo_mult: float = typer.Option(10.0, min=1.0, help="Deadline = this x the job's all-modality latency."),
     max_size: int = typer.Option(32, min=1, max=256, help="Largest job (matrix rows)."),
     step: float = typer.Option(0.01, min=0.001, max=0.1, help="Accuracy-floor grid step."),
-    profile: Path | None = typer.Option(None, help="Profile JSON (default: the measured av-digits one)."),
+    profile: Path | None = typer.Option(None, help="Profile JSON (default: the model's measured one)."),
     out: Path | None = typer.Option(None, help="Folder for the plot and JSON (default <data_dir>/bench)."),
     quick: bool = typer.Option(False, help="Fewer loads and jobs: a smoke run of a few minutes."),
     live_on: bool = typer.Option(True, "--live/--no-live", help="Also run the policies on the real pipeline."),
-    live_rates: str = typer.Option("50,100,150,200", help="Offered jobs/s of the live runs (comma-separated)."),
+    live_rates: str = typer.Option("", help="Offered jobs/s of the live runs (comma-separated; default per model)."),
     live_seconds: float = typer.Option(8.0, min=1.0, help="Seconds of arrivals per live run."),
-    live_deadline_ms: float = typer.Option(100.0, min=1.0, help="Deadline of every live job."),
+    live_deadline_ms: float = typer.Option(100.0, min=1.0, help="Least deadline of a live job "
+                                           "(else slo-mult x its all-modality latency)."),
     live_policies: str = typer.Option("optimized,random,aggressive,none", help="Policies of the live runs."),
+    live_repeats: int = typer.Option(1, min=1, max=10, help="Live sweeps, each on fresh pipelines (spread)."),
 ) -> None:
     """MOSEL policies vs offered load in the simulator and live: violations, throughput, accuracy."""
     from rich.console import Console
@@ -108,7 +118,9 @@ def mosel(
 
     settings = load_settings()
     out_dir = out or settings.data_dir / "bench"
-    src = find_profile(settings, "av-digits", profile)
+    src = find_profile(settings, model, profile)
+    if src.profile.model != model:
+        raise typer.BadParameter(f"no profile of {model!r} (found {src.profile.model!r} instead)", param_hint="--model")
     spec = WorkloadSpec(max_size=max_size, slo_mult=slo_mult)
     cfg = SweepConfig(n_jobs=200 if quick else jobs, seed=seed, solve_budget_s=budget_ms / 1e3, spec=spec)
     if quick:
@@ -121,6 +133,9 @@ def mosel(
                                                     progress=lambda n: bar.update(task, completed=n))
         bar.update(task, completed=max_size)
         theory = _theory(matrix, spec, cfg.target)
+        reach = 1.15 * theory["aware_load_bound_jobs_s"] / theory["capacity_none_jobs_s"]
+        cfg = replace(cfg, loads=cfg.loads + tuple(x for x in EXTRA_LOADS[::2 if quick else 1]
+                                                   if cfg.loads[-1] < x <= reach))
         task = bar.add_task("simulate", total=len(cfg.policies) * len(cfg.loads) + 10)
         tick = lambda what, k: bar.update(task, advance=k, description=what)  # noqa: E731
         curves = sweep(matrix, matrix.costs, cfg, gaps, tick)
@@ -131,8 +146,10 @@ def mosel(
         rob = robustness(matrix, matrix.costs, rob_cfg, rob_rate, gaps, progress=tick)
         blind = robustness(matrix, matrix.costs, replace(rob_cfg, learn_rate=0.0), rob_rate, gaps,
                            progress=tick)
-        live_report = _live(src.profile, gaps, out_dir, seed, quick, live_rates, live_seconds, live_deadline_ms,
-                            live_policies, spec, lambda what: bar.update(task, description=what)) if live_on else None
+        rates = live_rates or LIVE_RATES.get(model, LIVE_RATES["av-digits"])
+        live_report = _live(model, src.profile, gaps, out_dir, seed, quick, rates, live_seconds, live_deadline_ms,
+                            live_policies, spec, lambda what: bar.update(task, description=what),
+                            live_repeats) if live_on else None
     every = [p for pts in curves.values() for p in pts] + rob + blind
     report: dict[str, Any] = {
         "bench": "mosel",
@@ -162,8 +179,9 @@ def mosel(
     _headline(report)
     if live_report:
         _live_headline(report, cfg.target)
-    report["plot"] = str(plot_fig5(report, out_dir / "mosel_fig5.png"))
-    (out_dir / "mosel.json").write_text(json.dumps(report, indent=1))
+    stem = "mosel" if model == "av-digits" else f"mosel-{model}"
+    report["plot"] = str(plot_fig5(report, out_dir / f"{stem}_fig5.png"))
+    (out_dir / f"{stem}.json").write_text(json.dumps(report, indent=1))
     if json_out:
         typer.echo(json.dumps(report))
         return
@@ -194,9 +212,9 @@ def register(bench_app: typer.Typer) -> None:
     bench_app.command("mosel")(mosel)
 
 
-def _live(profile: Any, gaps: Any, out_dir: Path, seed: int, quick: bool, rates: str, seconds: float,
-          deadline_ms: float, policies: str, spec: Any, tick: Any) -> dict[str, Any]:
-    from adaserve.bench.mosel_live import LiveConfig, live
+def _live(model: str, profile: Any, gaps: Any, out_dir: Path, seed: int, quick: bool, rates: str, seconds: float,
+          deadline_ms: float, policies: str, spec: Any, tick: Any, repeats: int = 1) -> dict[str, Any]:
+    from adaserve.bench.mosel_live import LiveConfig, live, spread
     from adaserve.planner.mosel.selector import MODALITY_POLICIES
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
@@ -209,8 +227,11 @@ def _live(profile: Any, gaps: Any, out_dir: Path, seed: int, quick: bool, rates:
         raise typer.BadParameter(f"live rates must be numbers, got {rates!r}") from None
     if quick:
         grid, seconds, names = grid[::2] or grid, min(seconds, 4.0), tuple(p for p in names if p in ("optimized", "none"))
-    cfg = LiveConfig(rates=grid, seconds=seconds, deadline_ms=deadline_ms, policies=names, seed=seed, spec=spec)
-    return live(cfg, profile, gaps, out_dir / "mosel-live-logs", tick)
+    cfg = LiveConfig(rates=grid, seconds=seconds, deadline_ms=deadline_ms, policies=names, seed=seed, spec=spec,
+                     model=model)
+    reps = [live(cfg, profile, gaps, out_dir / "mosel-live-logs" / str(k), tick) for k in range(repeats)]
+    return {**reps[0], "repeats": [r["runs"] for r in reps], "spread": spread([r["runs"] for r in reps]),
+            "floor_violations": sum(r["floor_violations"] for r in reps)}
 
 
 def _live_headline(report: dict[str, Any], target: float) -> None:
@@ -221,6 +242,8 @@ def _live_headline(report: dict[str, Any], target: float) -> None:
     loads = {p: max_load(pts, target) for p, pts in live_["runs"].items()}
     live_["max_load_at_5pct_violations"] = {p: v["jobs_s"] for p, v in loads.items()}
     live_["max_load_detail"] = loads
+    live_["max_load_by_repeat"] = {p: [max_load(runs[p], target)["jobs_s"] for runs in live_.get("repeats", [])]
+                                   for p in live_["runs"]}
     points = [p for pts in live_["runs"].values() for p in pts]
     best = max((p["throughput_requests_s"] for p in points), default=0.0)
     mid = report["theoretical_cap"]["mean_size_job"]
@@ -246,4 +269,6 @@ def _live_headline(report: dict[str, Any], target: float) -> None:
         f"modalities would prevent: "
         + (f"{100 * share:.1f}% of the requests the modality-aware policies served used {rich}. "
            if share is not None else "")
-        + "Live differences between policies are therefore mostly run-to-run noise of a shared machine.")
+        + ("Live differences between policies are therefore mostly run-to-run noise of a shared machine."
+           if live_["ratio_cap"] < 1.1 else
+           "Whether the policies differ beyond run-to-run noise: compare the ranges in `spread`."))

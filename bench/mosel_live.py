@@ -1,10 +1,10 @@
-"""The live part of ``adaserve bench mosel``: real av-digits jobs through the whole pipeline.
+"""The live part of ``adaserve bench mosel``: real jobs of a multimodal model through the whole pipeline.
 
 Per modality policy one fresh pipeline (embedded server unless ``ADASERVE_REDIS_URL``, the
 planner, one CPU worker) serves the same jobs: arrivals replayed from the Azure trace scaled to
 each offered rate, sizes ~ Normal(16, 6) clipped to 1..32, floors uniform over the model's
-accuracy range, held-out audio-image pairs as inputs, one deadline for every job. The planner
-selects modalities from the same profile the simulator uses (it is put into Redis first).
+accuracy range, its held-out inputs (audio-image pairs, audio-video clips), one deadline for every
+job. The planner selects modalities from the same profile the simulator uses (it is put into Redis first).
 Figures come from the results the producer receives: deadlines met, completion times, each job's
 planned effective accuracy (``job_accuracy``) against its floor, the subset of every request
 (``plan.variant``) and the predictions against the labels.
@@ -36,6 +36,7 @@ class LiveConfig:
     grace_s: float = 5.0
     threads: int = 1
     spec: WorkloadSpec = field(default_factory=WorkloadSpec)
+    model: str = "av-digits"
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,16 @@ class LiveJob:
     size: int
     floor: float
     picks: tuple[int, ...]  # indices into the input pool
+    deadline_ms: float = 0.0  # 0: the run's deadline
 
 
 def plan_jobs(cfg: LiveConfig, rate: float, acc_range: tuple[float, float], pool_n: int,
-              gaps: np.ndarray | None) -> list[LiveJob]:
-    """The jobs of one run; a pure function of the config and the rate (same for every policy)."""
+              gaps: np.ndarray | None, alone_ms: Callable[[int], float] | None = None) -> list[LiveJob]:
+    """The jobs of one run; a pure function of the config and the rate (same for every policy).
+
+    With ``alone_ms`` (a job size's all-modality latency), a job's deadline is ``slo_mult`` x that,
+    as in the simulator, but never under ``cfg.deadline_ms``: the pipeline's own latency is a
+    floor the profile does not see."""
     n = max(1, int(round(rate * cfg.seconds)))
     times = arrival_times(gaps, rate, n, cfg.seed)
     rng = np.random.default_rng(cfg.seed + 1)
@@ -56,13 +62,15 @@ def plan_jobs(cfg: LiveConfig, rate: float, acc_range: tuple[float, float], pool
     floors = rng.uniform(acc_range[0], acc_range[1], n)
     out, k = [], 0
     for t, size, f in zip(times, sizes, floors):
-        out.append(LiveJob(float(t - times[0]), int(size), float(f), tuple((k + j) % pool_n for j in range(size))))
+        deadline = max(cfg.deadline_ms, cfg.spec.slo_mult * alone_ms(int(size))) if alone_ms else 0.0
+        out.append(LiveJob(float(t - times[0]), int(size), float(f),
+                           tuple((k + j) % pool_n for j in range(size)), deadline))
         k += int(size)
     return out
 
 
 def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]], deadline_ms: float,
-          run: str, grace_s: float) -> tuple[list[Any], dict[str, LiveJob], float]:
+          run: str, grace_s: float, model: str = "av-digits") -> tuple[list[Any], dict[str, LiveJob], float]:
     """Submit ``jobs`` at their offsets, collect every result; returns (results, job by id, span s)."""
     from adaserve.producers import Client, make_job
 
@@ -76,7 +84,8 @@ def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]],
             due = int(np.searchsorted(offsets, time.monotonic() - t0, side="right"))
             batch = []
             for j in jobs[sent:due]:
-                job = make_job("av-digits", [pool[i] for i in j.picks], deadline_ms, min_accuracy=j.floor, run=run)
+                job = make_job(model, [pool[i] for i in j.picks], j.deadline_ms or deadline_ms,
+                               min_accuracy=j.floor, run=run)
                 by_id[job.id] = j
                 batch.append(job)
             if batch:
@@ -160,34 +169,60 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
 
     costs = SubsetCosts.from_profile(profile)
     acc_range = (costs.min_accuracy, costs.max_accuracy)
-    pool, labels = sample_inputs("av-digits", 512, seed=cfg.seed)
+    best = costs.richest
+
+    def alone_ms(n: int) -> float:
+        return costs.run_ms(best, n)
+
+    pool, labels = sample_inputs(cfg.model, 512, seed=cfg.seed)
     runs: dict[str, list[dict[str, Any]]] = {}
     for policy in cfg.policies:
         runs[policy] = []
         with bench_settings() as settings:
             r = connect(settings)
-            r.set(Keys(settings.namespace).profile("av-digits"), profile.to_json())
+            r.set(Keys(settings.namespace).profile(cfg.model), profile.to_json())
             r.close()
             stack = Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=cfg.threads,
                           modality=policy, log_dir=log_dir / policy)
             with stack:
                 stack.wait_ready()
                 warm = plan_jobs(LiveConfig(rates=(20.0,), seconds=1.0, seed=cfg.seed + 7), 20.0, acc_range, len(pool), gaps)
-                drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0)
+                drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0, cfg.model)
                 for rate in cfg.rates:
-                    jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps)
+                    jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps, alone_ms)
                     since = time.time() * 1000.0
                     results, by_id, span = drive(stack.settings, jobs, list(pool), cfg.deadline_ms,
-                                                 f"{policy}-{rate:g}", cfg.grace_s)
+                                                 f"{policy}-{rate:g}", cfg.grace_s, cfg.model)
                     stack.check()
                     point = figures(results, by_id, labels, span)
                     point.update(policy=policy, offered_jobs_s=rate, replanned_events=replanned(stack.settings, since))
                     runs[policy].append(point)
                     if tick:
                         tick(f"live {policy} @ {rate:g} jobs/s")
-    return {"config": {"rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
+    return {"config": {"model": cfg.model, "rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
+                       "deadline_rule": f"max({cfg.deadline_ms:g} ms, {cfg.spec.slo_mult:g}x all-modality latency)",
                        "size_mean": cfg.spec.size_mean, "size_std": cfg.spec.size_std, "max_size": cfg.spec.max_size,
                        "floors": list(acc_range), "cpu_workers": 1, "worker_threads": cfg.threads,
                        "arrivals": "Azure conversation trace replayed, scaled to each rate"},
             "runs": runs,
             "floor_violations": sum(p["floor_violations"] for pts in runs.values() for p in pts)}
+
+
+def spread(repeats: list[dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per policy and offered rate, each repeat's violation ratio, throughput and median completion
+    time, sorted (min first): how far apart runs of the same point land on this machine."""
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for runs in repeats:
+        for policy, points in runs.items():
+            for p in points:
+                cell = out.setdefault(policy, {}).setdefault(f"{p['offered_jobs_s']:g}", {
+                    "slo_violation_ratio": [], "throughput_jobs_s": [], "jct_p50_ms": []})
+                cell["slo_violation_ratio"].append(float(p["slo_violation_ratio"]))
+                cell["throughput_jobs_s"].append(float(p["throughput_jobs_s"]))
+                if p["jct_ms"]["p50"] is not None:
+                    cell["jct_p50_ms"].append(float(p["jct_ms"]["p50"]))
+    for cells in out.values():
+        for cell in cells.values():
+            for xs in cell.values():
+                xs.sort()
+    return out

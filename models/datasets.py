@@ -29,6 +29,11 @@ FLOOR_DB = 80.0
 TEST_PAIR_SEED = 20240
 AUDIO_MODELS = ("fsdd-cnn", "ee-audio")
 AV_MODELS = ("av-digits",)
+VIDEO_MODELS = ("av-video",)
+VIDEO_FRAMES = 24  # frames of a served clip; training sees TRAIN_FRAMES of them (as TSN does)
+TRAIN_FRAMES = 4
+VIDEO_NOISE = 0.9
+VIDEO_AUDIO_NOISE_DB = -28.0
 LM_MODELS = ("ee-lm-xs", "ee-lm-s")
 PROMPT_LENGTHS = (8, 32)  # language-model prompts: held-out text of 8 to 32 characters
 
@@ -39,6 +44,13 @@ class FsddSplit:
     labels: np.ndarray  # int64 (N,)
     speakers: np.ndarray  # int64 (N,)
     takes: np.ndarray  # int64 (N,)
+
+
+@dataclass(frozen=True)
+class VideoSplit:
+    audio: np.ndarray  # float32 (N, 1, n_mels, frames)
+    video: np.ndarray  # float32 (N, VIDEO_FRAMES, 8, 8): one digit image, fresh noise per frame
+    labels: np.ndarray  # int64 (N,)
 
 
 @dataclass(frozen=True)
@@ -119,6 +131,29 @@ def load_av_digits(split: str, seed: int = TEST_PAIR_SEED) -> AvSplit:
     return AvSplit(noisy_audio(fsdd.audio, rng), image, fsdd.labels)
 
 
+def video_clips(labels: np.ndarray, split: str, rng: np.random.Generator,
+                frames: int = VIDEO_FRAMES, sigma: float = VIDEO_NOISE) -> np.ndarray:
+    """A short "video" of one image of each label: ``frames`` views, each with its own noise and a
+    jitter of up to one pixel, so that no single frame is reliable but together they are."""
+    images, image_labels = digit_pool(split)
+    by_label = [np.flatnonzero(image_labels == d) for d in range(10)]
+    picks = np.array([rng.choice(by_label[int(d)]) for d in labels], dtype=np.int64)
+    clips = np.repeat(images[picks][:, None], frames, axis=1)
+    shifts = rng.integers(-1, 2, size=(len(labels), frames, 2))
+    for i in range(len(labels)):
+        for t in range(frames):
+            clips[i, t] = np.roll(clips[i, t], tuple(int(x) for x in shifts[i, t]), axis=(0, 1))
+    return noisy_images(clips, rng, sigma)
+
+
+def load_av_video(split: str, seed: int = TEST_PAIR_SEED) -> VideoSplit:
+    """Lightly noisy audio with a noisy clip of the same digit; the test split keeps the seed."""
+    fsdd = load_fsdd(split)
+    rng = np.random.default_rng(seed)
+    video = video_clips(fsdd.labels, split, rng)
+    return VideoSplit(noisy_audio(fsdd.audio, rng, VIDEO_AUDIO_NOISE_DB), video, fsdd.labels)
+
+
 def _choose(total: int, n: int, seed: int) -> np.ndarray:
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
@@ -143,6 +178,10 @@ def sample_inputs(model: str, n: int, *, seed: int,
         av = load_av_digits(split)
         idx = _choose(len(av.labels), n, seed)
         return [{"audio": av.audio[i], "image": av.image[i]} for i in idx], av.labels[idx]
+    if model in VIDEO_MODELS:
+        vid = load_av_video(split)
+        idx = _choose(len(vid.labels), n, seed)
+        return [{"audio": vid.audio[i], "video": vid.video[i]} for i in idx], vid.labels[idx]
     if model == "effnet-lite0":
         # Real photos (scikit-image's bundled ones, several views each); the label is the first
         # ImageNet class accepted for the photo.
@@ -160,4 +199,4 @@ def sample_inputs(model: str, n: int, *, seed: int,
         lengths = np.random.default_rng(seed).integers(lo, hi + 1, size=n)
         return [{"tokens": t[hi - k:]} for t, k in zip(tokens, lengths)], following
     raise ModelNotFound(f"no sample inputs for model {model!r} (have: "
-                        f"{', '.join(AUDIO_MODELS + AV_MODELS + LM_MODELS + ('effnet-lite0',))})")
+                        f"{', '.join(AUDIO_MODELS + AV_MODELS + VIDEO_MODELS + LM_MODELS + ('effnet-lite0',))})")

@@ -29,6 +29,7 @@ Builder = Callable[..., ModelInfo]
 BUILDERS: dict[str, tuple[str, str]] = {
     "fsdd-cnn": ("adaserve.models.fsdd_cnn", "build"),
     "av-digits": ("adaserve.models.av_digits", "build"),
+    "av-video": ("adaserve.models.av_video", "build"),
     "ee-audio": ("adaserve.models.ee_audio", "build"),
     "ee-lm-xs": ("adaserve.models.lm", "build_xs"),
     "ee-lm-s": ("adaserve.models.lm", "build_s"),

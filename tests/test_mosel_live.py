@@ -33,33 +33,34 @@ MODEL = "av-digits"
 SLOWER = 1000.0
 
 
-def shipped() -> tuple[Profile, StrategyMatrix]:
-    path = SHIPPED_DIR / f"{MODEL}.json"
+def shipped(model: str = MODEL) -> tuple[Profile, StrategyMatrix]:
+    path = SHIPPED_DIR / f"{model}.json"
     return Profile.from_json(path.read_bytes()), StrategyMatrix.load(matrix_path(path))
 
 
-def store_slow_profile(settings: Settings, r: redis.Redis[bytes]) -> Profile:
-    """The shipped profile with every latency x SLOWER, in Redis, and its matrix in the cache.
+def store_slow_profile(settings: Settings, r: redis.Redis[bytes], model: str = MODEL,
+                       slower: float = SLOWER) -> Profile:
+    """The shipped profile with every latency x ``slower``, in Redis, and its matrix in the cache.
 
     Scaling every latency by one factor leaves each cheapest mix unchanged, so the shipped
     matrix with scaled latencies is this profile's matrix (saves the planner solving it again).
     """
-    profile, matrix = shipped()
+    profile, matrix = shipped(model)
     slow = profile.model_copy(update={"created_ms": profile.created_ms + 1.0, "latency": [
-        p.model_copy(update={"p50_ms": p.p50_ms * SLOWER, "p90_ms": p.p90_ms * SLOWER, "mean_ms": p.mean_ms * SLOWER})
+        p.model_copy(update={"p50_ms": p.p50_ms * slower, "p90_ms": p.p90_ms * slower, "mean_ms": p.mean_ms * slower})
         for p in profile.latency]})
     data = matrix.model_dump()
-    data.update(profile_created_ms=slow.created_ms, batch_ms=[[v * SLOWER for v in row] for row in matrix.batch_ms])
-    StrategyMatrix.model_validate(data).save(settings.data_dir / "mosel" / f"{MODEL}-{int(slow.created_ms)}.mosel.json")
-    r.set(Keys(settings.namespace).profile(MODEL), slow.to_json())
+    data.update(profile_created_ms=slow.created_ms, batch_ms=[[v * slower for v in row] for row in matrix.batch_ms])
+    StrategyMatrix.model_validate(data).save(settings.data_dir / "mosel" / f"{model}-{int(slow.created_ms)}.mosel.json")
+    r.set(Keys(settings.namespace).profile(model), slow.to_json())
     return slow
 
 
 @contextmanager
-def pipeline(settings: Settings, modality: str = "random") -> Iterator[threading.Thread]:
+def pipeline(settings: Settings, modality: str = "random", model: str = MODEL) -> Iterator[threading.Thread]:
     """A real worker (ready first), then the planner: jobs submitted inside the block before the
     planner reads are all in its first read."""
-    worker = Worker(settings, WorkerConfig(models=(MODEL,), threads=1, name="w-" + uuid.uuid4().hex[:6]))
+    worker = Worker(settings, WorkerConfig(models=(model,), threads=1, name="w-" + uuid.uuid4().hex[:6]))
     planner = Planner(settings, PlannerConfig(modality=modality))
     stop = threading.Event()
     serving = threading.Thread(target=worker.run, args=(stop,), daemon=True)
@@ -138,3 +139,34 @@ def test_without_pressure_every_request_uses_every_modality(settings: Settings, 
     preds = np.asarray([p for res in results for p in res.predictions])
     assert np.mean(preds == labels) >= 0.85
     assert not events(r, settings, "planner.replanned")
+
+
+def test_av_video_tight_job_runs_fewer_video_requests_and_keeps_its_floor(
+        settings: Settings, r: redis.Redis[bytes]) -> None:
+    # av-video's video encoder costs about 100x its audio encoder per request; its profile x 30
+    # makes a 32-request job at all modalities (about 680 ms) miss a 600 ms deadline, while the
+    # mixes meeting its 0.94 floor (about a third of the requests on audio+video) fit.
+    model = "av-video"
+    profile = store_slow_profile(settings, r, model, 30.0)
+    acc = {q.variant: q.value for q in profile.quality}
+    inputs, labels = sample_inputs(model, 40, seed=4)
+    with pipeline(settings, "optimized", model) as start_planner, Client(settings) as client:
+        ahead = [make_job(model, list(inputs[4 * k:4 * k + 4]), 250.0, min_accuracy=0.75) for k in range(2)]
+        tight = make_job(model, list(inputs[8:40]), 600.0, min_accuracy=0.94)
+        handles = client.submit_many([*ahead, tight])
+        start_planner.start()
+        results = {h.job_id: h.result(30) for h in handles}
+
+    got = results[tight.id]
+    assert got.completed == 32
+    subsets = [q.plan.variant for q in got.results]
+    (job_acc,) = {q.job_accuracy for q in got.results}
+    assert 0.94 - 1e-9 <= job_acc < acc["audio+video"]
+    assert np.mean([acc[s] for s in subsets]) == pytest.approx(job_acc)
+    costly = subsets.count("audio+video")
+    assert 0 < costly < 32 and subsets.count("audio") == 32 - costly  # never video alone
+    for job in ahead:
+        assert results[job.id].completed == 4 and results[job.id].results[0].job_accuracy >= 0.75 - 1e-9
+    assert np.mean(np.asarray(got.predictions) == labels[8:40]) >= 0.8
+    replans = events(r, settings, "planner.replanned")
+    assert any(e.reason == "cheaper" and e.job_id == tight.id for e in replans)

@@ -1,4 +1,5 @@
-"""A figure like MOSEL's Fig. 5 (plus Fig. 6's accuracy spread and Fig. 8's robustness)."""
+"""A figure like MOSEL's Fig. 5 (plus Fig. 6's accuracy spread, Fig. 8's robustness and job
+completion times)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def plot_fig5(report: dict[str, Any], path: Path) -> Path:
 
     curves: dict[str, list[dict[str, Any]]] = report["curves"]
     live = report.get("live")
-    fig, ax = plt.subplots(3 if live else 2, 2, figsize=(11, 12 if live else 8))
+    rows = 4 if live else 3
+    fig, ax = plt.subplots(rows, 2, figsize=(11, 4 * rows))
     for policy, pts in curves.items():
         x = [p["offered_jobs_s"] for p in pts]
         kw = {"color": COLORS.get(policy), "marker": "o", "label": policy}
@@ -57,8 +59,12 @@ def plot_fig5(report: dict[str, Any], path: Path) -> Path:
     ax[1, 1].set(xlabel="latency profile error (%)", ylabel="jobs/s within deadline (solid)")
     twin.set_ylabel("mean effective accuracy (dotted)")
     ax[1, 1].legend(loc="lower right")
+    _jct_panel(ax[2, 0], curves, "simulator")
     if live:
-        _live_panels(ax[2, 0], ax[2, 1], live, report["target_violation"])
+        _jct_panel(ax[2, 1], live["runs"], "live")
+        _live_panels(ax[3, 0], ax[3, 1], live, report["target_violation"])
+    else:
+        ax[2, 1].axis("off")
     src = report["profile"]["source"]
     fig.suptitle(f"MOSEL on {report['profile']['model']} ({'SYNTHETIC profile' if report['profile']['synthetic'] else src})")
     fig.tight_layout()
@@ -68,16 +74,34 @@ def plot_fig5(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def _jct_panel(ax: Any, curves: dict[str, list[dict[str, Any]]], where: str) -> None:
+    """Median job completion time (completed jobs) vs offered load, per policy."""
+    for policy, pts in curves.items():
+        pts = [p for p in pts if p["jct_ms"]["p50"] is not None]
+        ax.plot([p["offered_jobs_s"] for p in pts], [p["jct_ms"]["p50"] for p in pts],
+                color=COLORS.get(policy), marker="o", label=policy)
+    ax.set(xlabel="offered load (jobs/s)", ylabel="job completion time p50 (ms)",
+           title=f"Job completion time ({where})", yscale="log")
+    ax.legend()
+
+
 def _live_panels(viol: Any, thr: Any, live: dict[str, Any], target: float) -> None:
-    """The live pipeline: violations and throughput vs offered load, per policy."""
+    """The live pipeline: violations and throughput vs offered load, per policy; with repeats,
+    the median and the min-max range of each point."""
+    spread = live.get("spread") or {}
     for policy, pts in live["runs"].items():
         x = [p["offered_jobs_s"] for p in pts]
-        kw = {"color": COLORS.get(policy), "marker": "s", "label": policy}
-        viol.plot(x, [p["slo_violation_ratio"] for p in pts], **kw)
-        thr.plot(x, [p["throughput_jobs_s"] for p in pts], **kw)
+        kw = {"color": COLORS.get(policy), "marker": "s", "label": policy, "capsize": 3}
+        for axis, key in ((viol, "slo_violation_ratio"), (thr, "throughput_jobs_s")):
+            cells = [spread.get(policy, {}).get(f"{r:g}", {}).get(key) or [p[key]] for r, p in zip(x, pts)]
+            mid = [c[len(c) // 2] for c in cells]
+            axis.errorbar(x, mid, yerr=[[m - c[0] for m, c in zip(mid, cells)],
+                                        [c[-1] - m for m, c in zip(mid, cells)]], **kw)
     viol.axhline(target, color="grey", ls="--", lw=1)
     cfg = live["config"]
-    what = f"live pipeline, deadline {cfg['deadline_ms']:g} ms"
-    viol.set(xlabel="offered load (jobs/s)", ylabel="SLO violation ratio", title=f"SLO violations ({what})")
-    thr.set(xlabel="offered load (jobs/s)", ylabel="jobs/s within deadline", title=f"Throughput ({what})")
+    deadline = cfg.get("deadline_rule") or f"{cfg['deadline_ms']:g} ms"
+    what = f"live, {len(live.get('repeats') or [1])} run(s)"
+    xlabel = f"offered load (jobs/s); deadline {deadline}"
+    viol.set(xlabel=xlabel, ylabel="SLO violation ratio", title=f"SLO violations ({what})")
+    thr.set(xlabel=xlabel, ylabel="jobs/s within deadline", title=f"Throughput ({what})")
     viol.legend()

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 
-from adaserve.bench.mosel_live import LiveConfig, LiveJob, figures, plan_jobs
+from adaserve.bench.mosel_live import LiveConfig, LiveJob, figures, plan_jobs, spread
 from adaserve.broker.messages import Plan, Result, Timings
 from adaserve.producers.results import JobResult
 
@@ -18,6 +18,16 @@ def test_the_job_mix_is_reproducible_and_within_bounds() -> None:
     assert all(1 <= j.size <= 32 and len(j.picks) == j.size and 0.67 <= j.floor <= 0.96 for j in a)
     assert a[0].offset_s == 0.0 and all(x.offset_s <= y.offset_s for x, y in itertools.pairwise(a))
     assert 10 < np.mean([j.size for j in a]) < 22
+
+
+def test_deadlines_follow_the_all_modality_latency_above_the_least_deadline() -> None:
+    cfg = LiveConfig(seconds=2.0, deadline_ms=100.0)
+    jobs = plan_jobs(cfg, 50.0, (0.7, 0.97), 512, None, alone_ms=lambda n: 1.5 * n)
+    assert jobs == plan_jobs(cfg, 50.0, (0.7, 0.97), 512, None, alone_ms=lambda n: 1.5 * n)
+    for j in jobs:  # slo_mult (10) x 1.5 ms per request, never under 100 ms
+        assert j.deadline_ms == max(100.0, 15.0 * j.size)
+    assert any(j.deadline_ms > 100.0 for j in jobs) and any(j.deadline_ms == 100.0 for j in jobs)
+    assert all(j.deadline_ms == 0.0 for j in plan_jobs(cfg, 50.0, (0.7, 0.97), 512, None))
 
 
 def _result(jid: str, k: int, variant: str, acc: float | None, pred: int, total_ms: float) -> Result:
@@ -42,3 +52,16 @@ def test_figures_count_floor_violations_subsets_and_measured_accuracy() -> None:
     assert f["requests_by_subset"] == {"audio+image": 1, "image": 3}
     assert f["measured_accuracy"] == 0.75 and f["jobs_measured_below_floor"] == 1
     assert f["throughput_jobs_s"] == 0.5 and f["accuracy"]["min"] == 0.67
+
+
+def test_spread_gathers_each_point_over_repeats() -> None:
+    def point(rate: float, v: float, jct: float | None) -> dict[str, object]:
+        return {"offered_jobs_s": rate, "slo_violation_ratio": v, "throughput_jobs_s": 10 * v,
+                "jct_ms": {"p50": jct}}
+
+    reps = [{"none": [point(20.0, 0.3, 5.0), point(40.0, 0.5, 7.0)]},
+            {"none": [point(20.0, 0.1, None), point(40.0, 0.6, 9.0)]}]
+    got = spread(reps)  # type: ignore[arg-type]
+    assert got["none"]["20"] == {"slo_violation_ratio": [0.1, 0.3], "throughput_jobs_s": [1.0, 3.0],
+                                 "jct_p50_ms": [5.0]}
+    assert got["none"]["40"]["slo_violation_ratio"] == [0.5, 0.6]
