@@ -58,7 +58,8 @@ def plot_fig5(report: dict[str, Any], path: Path) -> Path:
         ax[1, 1].set_title(f"Robustness ({rob[0]['policy']}, {rob[0]['offered_jobs_s']:.0f} jobs/s)")
     ax[1, 1].set(xlabel="latency profile error (%)", ylabel="jobs/s within deadline (solid)")
     twin.set_ylabel("mean effective accuracy (dotted)")
-    ax[1, 1].legend(loc="lower right")
+    if ax[1, 1].get_legend_handles_labels()[0]:  # a report without the robustness runs has none
+        ax[1, 1].legend(loc="lower right")
     _jct_panel(ax[2, 0], curves, "simulator")
     if live:
         _jct_panel(ax[2, 1], live["runs"], "live")
