@@ -58,9 +58,6 @@ class Outcome(BaseModel):
     peak_rss_mb: dict[str, float]
     seconds: float
 
-    @property
-    def lost(self) -> int:
-        return self.unfinished
 
 
 class _Sampler(threading.Thread):
@@ -74,14 +71,17 @@ class _Sampler(threading.Thread):
 
     def run(self) -> None:
         r = connect(self.stack.settings)
-        while not self.stop.wait(0.5):
-            try:
-                self.redis_mb = max(self.redis_mb, int(r.info("memory")["used_memory"]) / 2**20)
-            except redis.RedisError:
-                pass  # the fault may be the server itself
-            for name, proc in list(self.stack.children):
-                rss = _rss_mb(proc.pid)
-                self.rss_mb[name] = max(self.rss_mb.get(name, 0.0), rss)
+        try:
+            while not self.stop.wait(0.5):
+                try:
+                    self.redis_mb = max(self.redis_mb, int(r.info("memory")["used_memory"]) / 2**20)
+                except redis.RedisError:
+                    pass  # the fault may be the server itself
+                for name, proc in list(self.stack.children):
+                    rss = _rss_mb(proc.pid)
+                    self.rss_mb[name] = max(self.rss_mb.get(name, 0.0), rss)
+        finally:
+            r.close()
 
 
 def _stream_sizes(stack: Stack) -> dict[str, float]:
@@ -164,6 +164,7 @@ def run(stack: Stack, name: str, fault: Fault, *, rate: float = 40.0, k: int = 4
         unfinished = k * sum(1 for _, h in handles if h.job_id not in ended)
         duplicated = client.duplicates + client.orphans
     sampler.stop.set()
+    sampler.join(2.0)
     extra.update(_stream_sizes(stack))
     alive = all(proc.poll() is None for _, proc in stack.children)
     after = sorted(t for t, _ in ended.values() if t >= fault_end)
