@@ -10,7 +10,6 @@ out is exactly its embedding set to zero, which is what training with dropout sa
 from __future__ import annotations
 
 import time
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +18,13 @@ import torch.nn.functional as F
 from rich.progress import Progress
 from torch import nn
 
-from adaserve.models import datasets, training
-from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
+from adaserve.models import datasets, subsets, training
+from adaserve.models.manifest import ModelInfo
 from adaserve.models.nets import audio_encoder, shift_audio
 
 NAME = "av-digits"
 EMB = 64
+MODALITIES = ("audio", "image")  # the order of ``AvDigits.subset``
 SUBSETS: dict[str, tuple[str, ...]] = {
     "audio": ("audio",), "image": ("image",), "audio+image": ("audio", "image"),
 }
@@ -60,31 +60,12 @@ class AvDigits(nn.Module):
         return self.head(h)
 
 
-class _Subset(nn.Module):
-    """The graph exported for one modality subset; its inputs are exactly the subset's."""
-
-    def __init__(self, net: AvDigits, names: tuple[str, ...]) -> None:
-        super().__init__()
-        self.net, self.names = net, names
-
-    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
-        given = dict(zip(self.names, xs))
-        return self.net.subset(given.get("audio"), given.get("image"))
-
-
 def _augment(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Fresh noise, a fresh partner image and a random modality subset per sample and epoch."""
     audio = datasets.noisy_audio(shift_audio(batch, rng)["audio"], rng)
     image = datasets.pair_images(batch["digit"], "train", rng)
-    names = list(DROPOUT_P)
-    picks = rng.choice(len(names), size=len(audio), p=list(DROPOUT_P.values()))
-    mask = np.array([[("audio" in SUBSETS[names[k]]), ("image" in SUBSETS[names[k]])]
-                     for k in picks], dtype=np.float32)
+    mask = subsets.dropout_mask(rng, len(audio), DROPOUT_P, SUBSETS, MODALITIES)
     return {"audio": audio, "image": image, "mask": mask}
-
-
-def _subset_logits(wrapper: nn.Module, names: tuple[str, ...], b: dict[str, torch.Tensor]) -> torch.Tensor:
-    return wrapper(*(b[k] for k in names))
 
 
 def _loss(model: nn.Module, b: dict[str, torch.Tensor], y: torch.Tensor) -> torch.Tensor:
@@ -104,21 +85,8 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: Progress) -> ModelI
                        progress=progress, label=NAME, augment=_augment, loss_fn=_loss)
     model.eval()
     feeds = {"audio": test.audio, "image": test.image}
-    variants, metrics = [], {}
     start = time.perf_counter()
-    for name, names in SUBSETS.items():
-        wrapper = _Subset(model, names)
-        logits = training.predict(partial(_subset_logits, wrapper, names),
-                                  {k: feeds[k] for k in names})
-        acc = training.accuracy(logits, test.labels)
-        metrics[f"test_accuracy_{name}"] = acc
-        artifact = f"{name.replace('+', '_')}.onnx"
-        training.export_onnx(wrapper, {k: feeds[k][:2] for k in names}, out_dir / artifact,
-                             ["logits"])
-        variants.append(VariantInfo(
-            name=name, kind="modality-subset", artifacts=[artifact],
-            inputs={k: InputSpec(shape=feeds[k].shape[1:], dtype="float32") for k in names},
-            metric="accuracy", quality=acc, extra={"modalities": list(names)}))
+    variants, metrics = subsets.export_subsets(model, SUBSETS, MODALITIES, feeds, test.labels, out_dir)
     return ModelInfo(
         name=NAME, family="av-digits", task="audio-visual digit classification",
         description="noisy spoken digit (log-mel CNN) + noisy handwritten digit (MLP), additive "
