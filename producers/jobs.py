@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from adaserve.broker.codec import encode
+from adaserve.broker.codec import encode_map
 from adaserve.broker.errors import InvalidMessage, LimitExceeded
 from adaserve.broker.finite import check_finite
 from adaserve.broker.messages import Job
@@ -73,27 +73,6 @@ def make_job(
     return build_job(body, limits or default_limits())
 
 
-def _check_limits(job: Job, limits: Limits) -> None:
-    """What ``limits`` say of a job object beyond its construction: ids, deadline, inputs per
-    request, and every tensor (dtype, shape, elements, bytes)."""
-    ids = [job.id, *(r.id for r in job.requests)]
-    if max(map(len, ids)) > limits.max_id_length:
-        raise InvalidMessage("schema", f"an id is longer than {limits.max_id_length} characters")
-    if not limits.min_deadline_ms <= job.slo.deadline_ms <= limits.max_deadline_ms:
-        raise LimitExceeded(f"deadline_ms {job.slo.deadline_ms:g} outside [{limits.min_deadline_ms:g}, "
-                            f"{limits.max_deadline_ms:g}]")
-    wires = []
-    for req in job.requests:
-        if len(req.inputs) > limits.max_modalities:
-            raise LimitExceeded(f"request {req.id}: {len(req.inputs)} inputs exceed the limit of "
-                                f"{limits.max_modalities} modalities")
-        wires += [t.wire() for t in req.inputs.values()]
-    _TENSORS.validate_python(wires, context={"limits": limits})
-
-
-_TENSORS: TypeAdapter[list[Tensor]] = TypeAdapter(list[Tensor])
-
-
 def _tensor(name: str, value: object) -> Tensor:
     if isinstance(value, Tensor):
         return value
@@ -113,29 +92,23 @@ def build_job(body: Mapping[str, Any], limits: Limits) -> Job:
 
 
 def encode_checked(job: Job, limits: Limits) -> bytes:
-    """The bytes to XADD, after the checks the planner makes against ``limits``.
-
-    A ``Job`` object was validated when it was made, except for what depends on the limits and its
-    tensors (``Tensor.from_numpy`` builds them unvalidated): those are checked here, the tensors in
-    one validation call for the whole job, rather than by decoding the encoded job again (which
-    cost more than all the rest of a submission). NaN and ±Inf too, unless ``limits`` allows them
-    for the job's model."""
+    """The bytes to XADD, after the checks the planner makes against ``limits`` (tensors included,
+    which ``Tensor.from_numpy`` builds unvalidated; NaN and ±Inf too, unless ``limits`` allows them
+    for the job's model). The map that is encoded is the one validated: decoding the encoded job
+    again cost more than all the rest of a submission."""
     if len(job.requests) > limits.max_requests_per_job:
         raise LimitExceeded(f"{len(job.requests)} requests exceed the limit of {limits.max_requests_per_job} per job")
-    raw = encode(job)
+    body = job.model_dump(mode="python")
+    raw = encode_map(body)
     if len(raw) > limits.max_message_bytes:
         raise LimitExceeded(f"job {job.id} encodes to {len(raw)} bytes, above the limit of {limits.max_message_bytes}")
     try:
-        _check_limits(job, limits)
+        Job.model_validate(body, context={"limits": limits})
     except ValidationError as exc:
         err = invalid_message(exc)
         if err.reason == "limit":
             raise LimitExceeded(f"job {job.id}: {err.detail}") from None
         raise InvalidMessage(err.reason, f"job {job.id}: {err.detail}") from None
-    except InvalidMessage as exc:
-        if exc.reason == "limit":
-            raise LimitExceeded(f"job {job.id}: {exc.detail}") from None
-        raise InvalidMessage(exc.reason, f"job {job.id}: {exc.detail}") from None
     try:
         check_finite(job, limits)
     except InvalidMessage as exc:
