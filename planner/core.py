@@ -145,6 +145,10 @@ class Scheduler(ABC):
         is not empty. Default: no."""
         return False
 
+    def set_memory(self, memory_mb: float | None) -> None:  # noqa: B027 - optional, the default ignores
+        """The memory budget of the pool the next batch goes to (workers' ``--memory-mb``), for
+        policies that size batches by memory (HELIOS). Default: ignore."""
+
     def table(self) -> dict[str, object] | None:
         """A snapshot of the policy's state worth inspecting from the CLI (HELIOS's PHT), which
         the live planner stores on the server. Default: none."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from .repository import Candidate
 
@@ -34,6 +35,22 @@ class ItemStats:
     breaches: int
     exits: tuple[int, ...] = ()  # exits[k]: tokens whose first confident exit is k (0: none)
     prompt_ppl: float | None = None
+
+
+def item_stats(raw: object) -> ItemStats | None:
+    """A request's ``lm`` figures from ``batch.finished`` (a map or its model), None when absent
+    or malformed (a request of another model, a worker of an older version)."""
+    if raw is None:
+        return None
+    body: dict[str, Any] = raw if isinstance(raw, dict) else {
+        k: getattr(raw, k, None) for k in ("tokens", "breaches", "exits", "prompt_ppl")}
+    try:
+        tokens, breaches = int(body["tokens"]), int(body["breaches"])
+        exits = tuple(int(x) for x in (body.get("exits") or ()))
+        ppl = body.get("prompt_ppl")
+        return ItemStats(tokens, breaches, exits, None if ppl is None else float(ppl))
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,9 @@ class HeliosScheduler(Scheduler):
     def runs_on(self, models: set[str]) -> bool:
         return self.helios.target()[0] in models
 
+    def set_memory(self, memory_mb: float | None) -> None:
+        self.memory_mb = memory_mb
+
     def drain_events(self) -> list[tuple[str, dict[str, object]]]:
         out, self._events = self._events, []
         return out

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from adaserve.planner.helios.decide import (batch_for_memory, choose, greedy_depth, load_more_or_switch,
-                                            shortlist)
+from adaserve.planner.helios.decide import batch_for_memory, choose, greedy_depth, load_more_or_switch, shortlist
 from adaserve.planner.helios.pht import PerformanceHistory
 from adaserve.planner.helios.repository import Candidate, DepthFigures
 
