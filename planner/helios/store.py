@@ -7,13 +7,18 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from adaserve.broker.codec import unpack
 from adaserve.broker.errors import ConfigError, ModelNotFound
+from adaserve.broker.keys import Keys
 from adaserve.models.manifest import ModelInfo
 from adaserve.models.registry import list_models
 
 from .repository import Candidate, DepthFigures, Repository, candidate_from_profile
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger("adaserve.planner.helios")
 PROFILE = "helios.json"
@@ -65,3 +70,19 @@ def from_manifest(model_dir: Path, info: ModelInfo) -> Candidate:
     if not figs:
         raise ConfigError(f"{info.name} has no lm-exit variant with a depth")
     return Candidate(info.name, info.family, 0.8, figs)
+
+
+def read_tables(r: redis.Redis[bytes], keys: Keys, family: str | None = None) -> list[dict[str, Any]]:
+    """HELIOS's state per family as the live planner last stored it (all families when ``family``
+    is None), newest first."""
+    if family is not None:
+        names = [keys.helios_table(family)]
+    else:
+        names = sorted({k.decode() if isinstance(k, bytes) else str(k)
+                        for k in r.scan_iter(match=keys.helios_table("*"), count=100)})
+    out = []
+    for name in names:
+        raw = r.get(name)
+        if raw:
+            out.append(unpack(raw))
+    return sorted(out, key=lambda t: -float(t.get("ts", 0.0)))

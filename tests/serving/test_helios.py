@@ -5,18 +5,22 @@ no candidate can serve is rejected with the reasons."""
 from __future__ import annotations
 
 import inspect
+import json
 import random
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 import redis
+from typer.testing import CliRunner
 
 from adaserve.broker import Job, Keys, Request, Settings, Slo, Tensor, decode
 from adaserve.broker.codec import unpack
 from adaserve.broker.events import HeliosEvaluated, HeliosSwitched
 from adaserve.broker.messages import Generation
+from adaserve.cli import app
 from adaserve.models import Vocabulary
 from adaserve.models.lm.prompts import sample_prompts
 from adaserve.planner.config import PlannerConfig
@@ -74,7 +78,7 @@ def _events(r: redis.Redis[bytes], settings: Settings) -> list[object]:
 
 
 def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_depth(
-        settings: Settings, r: redis.Redis[bytes]) -> None:
+        settings: Settings, r: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     vocab = Vocabulary.of(MODELS[0], settings.data_dir)
     stream = drifting(vocab, 48)
     # Today's models breach tau = 0.8 on most tokens of either task (they are small); a low
@@ -100,6 +104,22 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     assert {res.model for res in results} == set(MODELS)  # evaluation and switching used both
     table = unpack(r.get(Keys(settings.namespace).helios_table(FAMILY)) or b"")
     assert table["family"] == FAMILY and table["rows"]
+    # what the user sees: the PHT from the CLI, and the switches from `adaserve tail`
+    monkeypatch.setenv("ADASERVE_REDIS_URL", settings.redis_url)
+    monkeypatch.setenv("ADASERVE_NAMESPACE", settings.namespace)
+    monkeypatch.setenv("COLUMNS", "250")  # rich wraps table headers on a narrow terminal
+    runner = CliRunner()
+    out = runner.invoke(app, ["helios", "pht", FAMILY, "--json"])
+    assert out.exit_code == 0, out.output
+    shown = json.loads(out.output.splitlines()[0])
+    assert shown["family"] == FAMILY and {row["model"] for row in shown["rows"]} == set(MODELS)
+    out = runner.invoke(app, ["helios", "pht"])
+    assert out.exit_code == 0 and "tokens_per_s" in out.output
+    out = runner.invoke(app, ["tail", "--no-follow", "--json", "-n", "50", "--type", "helios.switched"])
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(x) for x in out.output.splitlines()]
+    assert lines and all(x["event"] == "helios.switched" for x in lines)
+    assert lines[0]["options"] and "tokens_per_s" in lines[0]["options"][0]
 
 
 def test_a_family_no_candidate_can_serve_is_rejected_with_the_reasons(settings: Settings) -> None:
