@@ -138,6 +138,9 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
             / _best(rows, "static-", "cpu_s_per_token", lower=True)[1]["cpu_s_per_token"],
             "ttft_vs_best_static": rows["helios[latency]"]["ttft_p50_s"]
             / _best(rows, "static-", "ttft_p50_s", lower=True)[1]["ttft_p50_s"],
+            # what the throughput ratios were bought with: helios's perplexity over the compared policy's
+            "helios_perplexity_vs_compared_static": h["perplexity"] / bs["perplexity"],
+            "helios_perplexity_vs_compared_fixed": h["perplexity"] / bf["perplexity"],
         }
         out_loads[load] = {"arrival_rate_prompts_per_s": rate, "best_static": best_static, "best_fixed": best_fixed,
                            **ratios, "policies": rows}
