@@ -222,10 +222,11 @@ class Planner:
         """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable),
         then by load: can the queue ahead serve the job by its deadline (``overloaded``). A job
         naming a family needs a candidate that can serve it (``no_candidate``, with the reasons)."""
+        only: list[str] | None = None
         if self._is_family(job.model):
             live = {m: self.pools.inputs.get(m) for v in self.pools.views.values() for m in v.models}
-            servable(job, self._repository().candidates(job.model), live, self.limits)
-        sched = self._sched(job.model, job.slo.objective)
+            only = servable(job, self._repository().candidates(job.model), live, self.limits)
+        sched = self._sched(job.model, job.slo.objective, only)
         sched.check_job(job)
         now_ms, n = self.now_ms(), len(job.requests)
         queued = len(sched) + self._admitting.get(job.model, 0)
@@ -235,11 +236,12 @@ class Planner:
             raise InvalidMessage("overloaded", why)
         self._admitting[job.model] = self._admitting.get(job.model, 0) + n
 
-    def _sched(self, model: str, objective: str = "throughput") -> Scheduler:
+    def _sched(self, model: str, objective: str = "throughput", only: list[str] | None = None) -> Scheduler:
         s = self.scheds.get(model)
         if s is None and self._is_family(model):
-            # The family's first job sets the objective its scheduler optimises.
-            cands = self._repository().candidates(model)
+            # The family's first job sets the objective its scheduler optimises, and the candidates
+            # a live worker serves are the ones it chooses among.
+            cands = tuple(c for c in self._repository().candidates(model) if only is None or c.name in only)
             s = self.scheds[model] = HeliosScheduler(Helios(model, cands, objective, self.helios))
             log.info("%s: HELIOS over %s (objective %s)", model, ", ".join(c.name for c in cands), objective)
         if s is None:

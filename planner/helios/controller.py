@@ -69,6 +69,7 @@ class Helios:
         self.loaded: set[tuple[str, int]] = set()  # (model, depth) some worker has loaded
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)
+        self._eval_extra = 0
         self._since_select = 0
         self.counts = {"evaluations": 0, "loads": 0, "switches": 0, "breach_trips": 0}
         self.events: list[Event] = []
@@ -92,6 +93,7 @@ class Helios:
                 if c.name == model and self._eval_sent[i] < self.p.eval_prompts:
                     self._eval_sent[i] += n
                     return
+            self._eval_extra += n  # served on while the evaluation's results come in
             return
         self._since_select += n
         if self.p.switching and self._since_select >= self.p.reassess:
@@ -101,6 +103,7 @@ class Helios:
         self.phase = "evaluate"
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)
+        self._eval_extra = 0
 
     # -- results -------------------------------------------------------------------------------
     def observe(self, obs: BatchObs) -> list[Event]:
@@ -112,7 +115,11 @@ class Helios:
             for i, c in enumerate(self.shortlist):
                 if c.name == obs.model and obs.depth == c.max_depth:
                     self._eval_seen[i] += len(obs.items)
-            if all(seen >= self.p.eval_prompts for seen in self._eval_seen):
+            # Every candidate's evaluation prompts are back; or, when some never come back (expired,
+            # failed), every candidate has results and as many prompts again went out meanwhile.
+            late = self._eval_extra >= self.p.eval_prompts * len(self.shortlist)
+            if all(seen >= self.p.eval_prompts for seen in self._eval_seen) or (
+                    late and all(seen > 0 for seen in self._eval_seen)):
                 self._select()
             return self._take()
         if obs.model != self.model or obs.depth != self.depth:

@@ -73,3 +73,20 @@ def test_bad_settings_are_refused(cands: list[Candidate]) -> None:
         Helios("lm", [], "throughput")
     with pytest.raises(ConfigError):
         HeliosParams(coverage=0.0)
+
+
+def test_an_evaluation_whose_results_never_all_come_back_still_ends(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, reassess=1000))
+    for _ in range(6):  # both candidates' evaluation prompts go out
+        model, depth, _ = h.target()
+        h.dispatched(model, depth, 1)
+    # one result of each comes back; the other evaluation prompts expired
+    for m in ("small", "deep"):
+        d = h.by_name[m].max_depth
+        h.observe(BatchObs(m, d, 1, 0.01, (ItemStats(16, 0, tuple([0] * d + [16]), 5.0),)))
+    assert h.phase == "evaluate"
+    for _ in range(6):  # serving on with the last candidate meanwhile
+        model, depth, _ = h.target()
+        h.dispatched(model, depth, 1)
+    events = h.observe(BatchObs("deep", 8, 1, 0.01, (ItemStats(16, 0, tuple([0] * 8 + [16]), 5.0),)))
+    assert h.phase == "serve" and [e for e, _ in events] == ["helios.evaluated"]
