@@ -69,7 +69,7 @@ def _best(rows: dict[str, dict[str, Any]], prefix: str, metric: str = "tokens_pe
 
 def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int, length: int, memory_mb: float,
               max_batch: int, seeds: int, repeats: int, progress: Any = None, family: str = "ee-lm",
-              live_rate: float = 0.0) -> dict[str, Any]:
+              live_rates: tuple[float, ...] = ()) -> dict[str, Any]:
     from dataclasses import asdict
 
     from adaserve.bench.helios_sim import candidate, simulate
@@ -145,19 +145,22 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
         out_loads[load] = {"arrival_rate_prompts_per_s": rate, "best_static": best_static, "best_fixed": best_fixed,
                            **ratios, "policies": rows}
     live: dict[str, Any] = {}
-    if live_rate > 0:
+    if live_rates:
         from adaserve.bench.helios_live import run_live
 
         names = ["helios", *(f"fixed-{c.name}-d{c.max_depth}" for c in cands)]
-        task = progress.add_task("live pipeline", total=len(names)) if progress else None
-        for p in names:
-            live[p] = run_live(p, family, texts, new=new, rate=live_rate, seed=0, data_dir=data_dir, models=models,
-                               params=base)
-            if progress:
-                progress.advance(task)
-        best = max((p for p in live if p.startswith("fixed-")), key=lambda p: live[p]["tokens_per_s"])
-        live["throughput_vs_best_fixed_whole"] = live["helios"]["tokens_per_s"] / live[best]["tokens_per_s"]
-        live["rate_prompts_per_s"] = live_rate
+        task = progress.add_task("live pipeline", total=len(names) * len(live_rates)) if progress else None
+        for load, rate in zip(LOADS, live_rates):
+            cell: dict[str, Any] = {"rate_prompts_per_s": rate}
+            for p in names:
+                cell[p] = run_live(p, family, texts, new=new, rate=rate, seed=0, data_dir=data_dir, models=models,
+                                   params=base)
+                if progress:
+                    progress.advance(task)
+            best = max((p for p in names if p.startswith("fixed-")), key=lambda p: cell[p]["tokens_per_s"])
+            cell["best_fixed_whole"] = best
+            cell["throughput_vs_best_fixed_whole"] = cell["helios"]["tokens_per_s"] / cell[best]["tokens_per_s"]
+            live[load] = cell
     segments = {}
     for t in dict.fromkeys(tasks):
         idx = [i for i, x in enumerate(tasks) if x == t]
@@ -227,8 +230,8 @@ def register(bench_app: typer.Typer) -> None:
         seeds: int = typer.Option(3, min=1, help="Runs per load (different arrivals); medians reported."),
         repeats: int = typer.Option(5, min=1, help="Timings per measured cost (median)."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
-        live_rate: float = typer.Option(100.0, min=0.0, help="Prompts/s offered to the live pipeline (0: no live "
-                                                             "runs)."),
+        live_rates: str = typer.Option("30,60,120", help="Prompts/s offered to the live pipeline at the light, "
+                                                         "near-saturation and overload runs (empty: no live runs)."),
     ) -> None:
         """HELIOS vs static-<model>, fixed-<model>-d<k> and two ablations at three loads (simulated
         from real per-token measurements)."""
@@ -245,7 +248,8 @@ def register(bench_app: typer.Typer) -> None:
         with Progress(transient=True, disable=json_out) as progress:
             report = run_bench(settings.data_dir, models=names, prompts=prompts, new=new, length=length,
                                memory_mb=memory_mb, max_batch=max_batch, seeds=seeds, repeats=repeats,
-                               progress=progress, family=family, live_rate=live_rate)
+                               progress=progress, family=family,
+                               live_rates=tuple(float(x) for x in live_rates.split(",") if x.strip()))
         report["plot"] = str(plot(report, plot_path))
         if json_out:
             typer.echo(json.dumps(report, default=float))
