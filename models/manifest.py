@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, field_validator, model_serializer
 
 from adaserve.broker.errors import ModelNotFound
 
@@ -31,7 +31,14 @@ class Normalize(BaseModel):
 
     mean: tuple[float, ...] = Field(min_length=1)
     std: tuple[float, ...] = Field(min_length=1)
-    scale: float = 1.0
+    scale: float = Field(default=1.0, gt=0)
+
+    @field_validator("std")
+    @classmethod
+    def _positive(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(s <= 0 for s in v):
+            raise ValueError("every std must be > 0")
+        return v
 
     def apply(self, pixels: np.ndarray, dtype: str) -> np.ndarray:
         """``pixels`` [B, C, ...] as uint8 -> the normalised float array the model takes."""
