@@ -124,7 +124,8 @@ def profile_nodes_cmd(
     import tempfile
 
     from adaserve.models.chain import crossing_bytes, export
-    from adaserve.models.node_times import SOURCES, chain_of, profile_units, record as make_record, source_path
+    from adaserve.models.node_times import SOURCES, chain_of, profile_units, source_path
+    from adaserve.models.node_times import record as make_record
 
     if name not in SOURCES:
         raise typer.BadParameter(f"{name!r} is not splittable (splittable: {', '.join(SOURCES)})", param_hint="NAME")

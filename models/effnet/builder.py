@@ -13,7 +13,7 @@ import numpy as np
 import rich.progress
 
 from adaserve.broker.errors import BuildError
-from adaserve.models.effnet.export import export_onnx, load_pretrained, split, split_after, units
+from adaserve.models.effnet.export import export_onnx, load_pretrained, split, split_after
 from adaserve.models.effnet.photos import IMAGE_SIZE, MEAN, PHOTOS, STD, class_names, top1_correct, validation_set
 from adaserve.models.fp16 import fp16_check
 from adaserve.models.manifest import InputSpec, ModelInfo, Normalize, VariantInfo, artifact_hashes
