@@ -49,7 +49,8 @@ class RatePoint(BaseModel):
     ratio: float
     native_rps_runs: list[float]
     pipeline_rps_runs: list[float]
-    breakdown: Breakdown
+    breakdown: Breakdown | None
+    note: str = ""  # why the pipeline side did not run
 
 
 class NativeReport(BaseModel):
@@ -72,6 +73,12 @@ def _median_ms(fn: Callable[[], object], repeats: int) -> float:
         fn()
         times.append((time.perf_counter() - t) * 1000.0)
     return statistics.median(times)
+
+
+def jobs_of(wire: list[dict[str, np.ndarray]], max_bytes: int) -> int:
+    """Requests per job so that a job stays under ``max_bytes`` (a quarter of it left for the envelope)."""
+    per = sum(int(v.nbytes) for v in wire[0].values()) + 256
+    return max(1, min(len(wire), int(max_bytes * 0.75) // per))
 
 
 def to_wire(inputs: list[dict[str, np.ndarray]], runner: Any, wire_dtype: str) -> list[dict[str, np.ndarray]]:
@@ -107,8 +114,11 @@ def breakdown(settings: Any, r: Any, runner: Any, model: str, wire: list[dict[st
     from adaserve.workers.runners import RunnerCache
 
     limits = load_limits()
-    job = make_job(model, wire, 60_000.0, run="bench-native")
-    job_raw = encode_checked(job, limits)
+    per_job = jobs_of(wire, limits.max_message_bytes)
+    jobs = [make_job(model, wire[i:i + per_job], 60_000.0, run="bench-native") for i in range(0, len(wire), per_job)]
+    job = jobs[0].model_copy(update={"requests": [q for j in jobs for q in j.requests]})
+    big = limits.model_copy(update={"max_message_bytes": 1 << 30})  # the batch's jobs as one message
+    job_raw = encode_checked(job, big)
     plan = Plan(variant=runner.variant)
 
     def batch_raw(j: Job) -> bytes:
@@ -120,7 +130,7 @@ def breakdown(settings: Any, r: Any, runner: Any, model: str, wire: list[dict[st
                            "plan": plan.model_dump(mode="python"), "items": items, "dispatched_ms": 0.0})
 
     raw_batch = batch_raw(job)
-    batch = decode(raw_batch, limits, expect=Batch)
+    batch = decode(raw_batch, big, expect=Batch)
     cache = RunnerCache(lambda *a, **k: runner, device=runner.device, data_dir=settings.data_dir)
     executor = Executor(cache, ServerClock())
     outcome = executor.run(batch)
@@ -133,10 +143,14 @@ def breakdown(settings: Any, r: Any, runner: Any, model: str, wire: list[dict[st
         r.xadd(key, {"m": raw}, maxlen=1)
         r.xrange(key, count=1)
 
-    encode_ms = _median_ms(lambda: encode_checked(make_job(model, wire, 60_000.0, run="bench-native"), limits), repeats)
+    def encode_jobs() -> None:
+        for i in range(0, len(wire), per_job):
+            encode_checked(make_job(model, wire[i:i + per_job], 60_000.0, run="bench-native"), limits)
+
+    encode_ms = _median_ms(encode_jobs, repeats)
     encode_ms += _median_ms(lambda: batch_raw(job), repeats)
-    decode_ms = _median_ms(lambda: decode(job_raw, limits, expect=Job), repeats)
-    decode_ms += _median_ms(lambda: decode(raw_batch, limits, expect=Batch), repeats)
+    decode_ms = _median_ms(lambda: decode(job_raw, big, expect=Job), repeats)
+    decode_ms += _median_ms(lambda: decode(raw_batch, big, expect=Batch), repeats)
     decode_ms += _median_ms(lambda: [decode(x, limits) for x in results], repeats)
     redis_ms = sum(_median_ms(lambda raw=raw: round_trip(raw), repeats) for raw in (job_raw, raw_batch, results_raw))
     run_ms = _median_ms(lambda: executor.run(batch), repeats)
@@ -150,6 +164,14 @@ def breakdown(settings: Any, r: Any, runner: Any, model: str, wire: list[dict[st
                                  "event": len(event)})
 
 
+def _maker(model: str, jobs: list[list[dict[str, np.ndarray]]]) -> Callable[[], Any]:
+    """A job factory that cycles through ``jobs`` (the requests of one batch, split to fit the limit)."""
+    from adaserve.producers import make_job
+
+    turn = iter(range(1 << 62))
+    return lambda: make_job(model, jobs[next(turn) % len(jobs)], 60_000.0, run="bench-native")
+
+
 def pipeline_vs_native(model: str = "effnet-lite0", batch_sizes: tuple[int, ...] = (1, 8, 32), *,
                        device: str = "cpu", wire_dtype: str = "float32", seconds: float = 3.0, rounds: int = 3,
                        threads: int = 1, window: int = 2, latency_jobs: int = 10,
@@ -161,8 +183,9 @@ def pipeline_vs_native(model: str = "effnet-lite0", batch_sizes: tuple[int, ...]
     """
     from adaserve.bench.server import bench_settings
     from adaserve.broker import connect
+    from adaserve.broker.settings import load_limits
     from adaserve.models.datasets import sample_inputs
-    from adaserve.producers import Client, make_job
+    from adaserve.producers import Client
     from adaserve.stack import Stack
     from adaserve.workers.runtime import load_runner
 
@@ -174,6 +197,18 @@ def pipeline_vs_native(model: str = "effnet-lite0", batch_sizes: tuple[int, ...]
             inputs, _ = sample_inputs(model, b, seed=0)
             wire = to_wire(inputs, runner, wire_dtype)
             stacked = {k: np.stack([x[k] for x in inputs]) for k in inputs[0]}
+            batch_bytes = sum(int(v.nbytes) for x in wire for v in x.values())
+            if batch_bytes > load_limits().max_message_bytes:
+                # Workers refuse a batch message above the limit, and the planner does not cap a
+                # batch's bytes: this batch size cannot go through the pipeline at this wire dtype.
+                native = [_direct(runner, stacked, seconds)[0] for _ in range(rounds)]
+                points.append(RatePoint(batch=b, native_rps=round(statistics.median(native), 2), pipeline_rps=0.0,
+                                        ratio=0.0, native_rps_runs=[round(x, 2) for x in native],
+                                        pipeline_rps_runs=[], breakdown=None,
+                                        note=f"a batch of {b} is {batch_bytes:,} bytes of {wire_dtype} inputs, above "
+                                             f"the {load_limits().max_message_bytes:,}-byte message limit a worker "
+                                             "enforces; not run through the pipeline"))
+                continue
             stack = Stack(settings, cpu_workers=0 if device == "gpu" else 1, gpu_worker=device == "gpu",
                           worker_threads=threads, max_batch=b)
             with stack:
@@ -181,21 +216,27 @@ def pipeline_vs_native(model: str = "effnet-lite0", batch_sizes: tuple[int, ...]
                 client = Client(stack.settings)
                 r = connect(stack.settings)
 
-                def make(wire: list[dict[str, np.ndarray]] = wire) -> Any:
-                    return make_job(model, wire, 60_000.0, run="bench-native")
+                # A job above the message limit is refused: large batches arrive as several jobs,
+                # which the planner batches together (max_batch = b), as separate producers' would.
+                per_job = jobs_of(wire, client.limits.max_message_bytes)
+                jobs = [wire[i:i + per_job] for i in range(0, b, per_job)]
+                make = _maker(model, jobs)
 
-                _pipeline(client, make, 1.0, window)  # warm-up: loads, JIT paths, caches
+                outstanding = window * len(jobs)
+                _pipeline(client, make, 1.0, outstanding)  # warm-up: loads, JIT paths, caches
                 _direct(runner, stacked, 0.5)
                 native, piped = [], []
                 for i in range(rounds):
                     tick(f"batch {b}: round {i + 1}/{rounds}")
                     native.append(_direct(runner, stacked, seconds)[0])
-                    done, took = _pipeline(client, make, seconds, window)
+                    done, took = _pipeline(client, make, seconds, outstanding)
                     piped.append(done / took)
                 one = []
                 for _ in range(latency_jobs):
                     t = time.perf_counter()
-                    client.submit(make()).result(60)
+                    handles = client.submit_many([make() for _ in jobs])
+                    for h in handles:
+                        h.result(60)
                     one.append((time.perf_counter() - t) * 1000.0)
                 tick(f"batch {b}: breakdown")
                 parts = breakdown(stack.settings, r, runner, model, wire, statistics.median(one))
@@ -210,7 +251,7 @@ def pipeline_vs_native(model: str = "effnet-lite0", batch_sizes: tuple[int, ...]
             "planner, the server and the producer; not GPU figures") if device == "cpu" else "one GPU, no split"
     return NativeReport(model=model, device=device, wire_dtype=wire_dtype, threads=threads, seconds=seconds,
                         rounds=rounds, window=window, points=points,
-                        min_ratio=min((pt.ratio for pt in points), default=0.0), note=note)
+                        min_ratio=min((pt.ratio for pt in points if pt.breakdown is not None), default=0.0), note=note)
 
 
 def native(
@@ -241,15 +282,21 @@ def native(
         raise typer.BadParameter("batch sizes must lie in 1..256", param_hint="--batch")
     with Progress(transient=True, disable=as_json) as bar:
         task = bar.add_task("native vs pipeline", total=None)
-        rep = pipeline_vs_native(model, sizes, device=device, wire_dtype=wire, seconds=seconds, rounds=rounds,
-                                 threads=threads, window=window,
-                                 progress=lambda s: bar.update(task, description=s))
+        try:
+            rep = pipeline_vs_native(model, sizes, device=device, wire_dtype=wire, seconds=seconds, rounds=rounds,
+                                     threads=threads, window=window,
+                                     progress=lambda s: bar.update(task, description=s))
+        except ValueError as exc:  # uint8 asked of a model that declares no normalisation
+            raise typer.BadParameter(str(exc), param_hint="--wire") from None
     if as_json:
         print(json.dumps(rep.model_dump()))
         return
     print(f"{rep.model} on {rep.device}, {rep.wire_dtype} on the wire ({rep.note})")
     for p in rep.points:
         b = p.breakdown
+        if b is None:
+            print(f"batch {p.batch:>3}: native {p.native_rps:.1f} req/s; {p.note}")
+            continue
         print(f"batch {p.batch:>3}: native {p.native_rps:.1f} req/s, pipeline {p.pipeline_rps:.1f} req/s, "
               f"ratio {p.ratio:.3f}; per batch {b.pipeline_batch_ms:.1f} ms = encode {b.encode_ms:.2f} + redis "
               f"{b.redis_ms:.2f} + decode {b.decode_ms:.2f} + run {b.run_ms:.2f} + publish {b.publish_ms:.2f} "
