@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -152,7 +153,7 @@ def breakdown(settings: Any, r: Any, runner: Any, model: str, wire: list[dict[st
     decode_ms = _median_ms(lambda: decode(job_raw, big, expect=Job), repeats)
     decode_ms += _median_ms(lambda: decode(raw_batch, big, expect=Batch), repeats)
     decode_ms += _median_ms(lambda: [decode(x, limits) for x in results], repeats)
-    redis_ms = sum(_median_ms(lambda raw=raw: round_trip(raw), repeats) for raw in (job_raw, raw_batch, results_raw))
+    redis_ms = sum(_median_ms(partial(round_trip, raw), repeats) for raw in (job_raw, raw_batch, results_raw))
     run_ms = _median_ms(lambda: executor.run(batch), repeats)
     publish_ms = _median_ms(lambda: finished(batch, outcome, worker="bench", pool="cpu", device=runner.device), repeats)
     r.delete(key)

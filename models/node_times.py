@@ -109,7 +109,7 @@ def read(path: Path) -> dict[str, Any]:
 def choice_of(doc: dict[str, Any]) -> int:
     """The cut the rule picks on a stored document's times (recomputed, not read back)."""
     return choose_split([u["us"] for u in doc["units"]], [u["crossing_bytes"] for u in doc["units"]],
-                        tuple(doc.get("band", BAND))).cut  # type: ignore[arg-type]
+                        tuple(doc.get("band", BAND))).cut
 
 
 # Where each splittable model's recorded times live (read by its build, rewritten by

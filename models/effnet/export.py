@@ -114,7 +114,7 @@ class Part2Block(nn.Module):
         self.block = block
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.block(x)  # type: ignore[no-any-return]
+        return self.block(x)
 
 
 def chain() -> tuple[Any, list[str], Any, str, str]:

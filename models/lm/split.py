@@ -43,7 +43,7 @@ class Embed(nn.Module):
         self.tok, self.pos = gpt.tok, gpt.pos
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))  # type: ignore[no-any-return]
+        return self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
 
 
 class Attention(nn.Module):
@@ -58,7 +58,7 @@ class Attention(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return x + self.proj(y.transpose(1, 2).reshape(b, t, c))  # type: ignore[no-any-return]
+        return x + self.proj(y.transpose(1, 2).reshape(b, t, c))
 
 
 class Mlp(nn.Module):
@@ -67,7 +67,7 @@ class Mlp(nn.Module):
         self.ln2, self.fc, self.out = block.ln2, block.fc, block.out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))  # type: ignore[no-any-return]
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
 class LastHead(nn.Module):
@@ -78,7 +78,7 @@ class LastHead(nn.Module):
         self.head = gpt.exits[str(gpt.depth)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(x[:, -1])  # type: ignore[no-any-return]
+        return self.head(x[:, -1])
 
 
 def _gpt() -> tuple[EarlyExitGpt, Path]:

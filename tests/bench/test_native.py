@@ -37,7 +37,7 @@ def test_a_short_real_run_reports_rates_and_a_breakdown_that_adds_up(
     assert [p["batch"] for p in out["points"]] == [1, 4]
     for p in out["points"]:
         assert p["native_rps"] > 0 and p["pipeline_rps"] > 0
-        assert p["ratio"] == pytest.approx(p["pipeline_rps"] / p["native_rps"], rel=1e-2)
+        assert p["ratio"] == pytest.approx(p["pipeline_rps"] / p["native_rps"], rel=1e-2, abs=1e-3)
         b = p["breakdown"]
         stages = [b[k] for k in ("encode_ms", "redis_ms", "decode_ms", "run_ms", "publish_ms")]
         assert all(s > 0 for s in stages)
@@ -69,7 +69,7 @@ def test_uint8_wire_inverts_the_declared_normalisation() -> None:
 
     class R:
         model = "toy"
-        specs = {"image": InputSpec(shape=(3, 2, 2), dtype="float32", normalize=Normalize(mean=(127.0,), std=(128.0,)))}
+        specs = {"image": InputSpec(shape=(3, 2, 2), dtype="float32", normalize=Normalize(mean=(127.0,), std=(128.0,)))}  # noqa: RUF012
 
     px = np.arange(12, dtype=np.uint8).reshape(3, 2, 2) * 20
     floats = [{"image": ((px.astype(np.float32) - 127) / 128)}]
