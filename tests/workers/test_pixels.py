@@ -94,3 +94,13 @@ def test_a_zero_std_is_refused() -> None:
 
     with pytest.raises(ValidationError, match="std"):
         Normalize(mean=(1.0,), std=(0.0,))
+
+
+def test_the_heartbeat_announces_pixels_for_a_normalised_input(toy: tuple[Path, ModelInfo]) -> None:
+    from adaserve.workers.runners import RunnerCache
+
+    model_dir, info = toy
+    runner = PartRunner(model_dir, info, info.variant("part1"), "cpu")
+    cache = RunnerCache(lambda *a, **k: runner, device="cpu", data_dir=model_dir)
+    cache.loaded("toy", "part1")
+    assert cache.inputs() == {"toy": {"image": {"shape": [3, 8, 8], "dtype": "float32", "pixels": "uint8"}}}
