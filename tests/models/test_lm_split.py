@@ -16,7 +16,7 @@ from adaserve.workers.runtime.parts import PartRunner
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from adaserve.models.registry import build_model
 
-    out = tmp_path_factory.mktemp("lm-split") / "ee-lm-s-split"
+    out = tmp_path_factory.mktemp("lm-split") / "models" / "ee-lm-s-split"  # a data dir's layout
     with Progress(disable=True) as progress:
         build_model("ee-lm-s-split", out, tiny=True, seed=0, progress=progress)
     return out
@@ -44,3 +44,14 @@ def test_parts_chained_equal_the_whole_on_held_out_windows(built: Path) -> None:
         None, {"intermediate": ort.InferenceSession(str(built / "part1.onnx")).run(None, {"tokens": tokens})[0]})[0]
     assert np.abs(exact - whole).max() <= 1e-4
     assert info.variant("whole").quality is not None and info.variant("whole").quality > 0.3
+
+
+def test_the_profiler_measures_each_part_and_scores_the_last(built: Path) -> None:
+    from adaserve.profiling.measure import MeasureConfig
+    from adaserve.profiling.run import measure_model_variant
+
+    cfg = MeasureConfig(batch_sizes=(1, 2), repeats=1, warmup=1, quality_samples=16)
+    p1 = measure_model_variant("ee-lm-s-split", "part1", "cpu", built.parent.parent, cfg)
+    p2 = measure_model_variant("ee-lm-s-split", "part2", "cpu", built.parent.parent, cfg)
+    assert [(x.batch_size, x.out_bytes) for x in p1.parts] == [(1, 32 * 128 * 2), (2, 2 * 32 * 128 * 2)]  # float16
+    assert p1.quality == [] and len(p2.quality) == 1 and 0.2 <= p2.quality[0].value <= 1.0
