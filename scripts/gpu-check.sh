@@ -27,7 +27,7 @@ print('cuda provider:', g() or 'loads')" | tee "$out/providers.txt"
 
 step "GPU tests"
 "$PY" -m pytest -q -rs -p no:cacheprovider tests/workers/runtime/test_gpu_runners.py tests/test_gpu_e2e.py \
-  tests/workers/runtime/test_bound.py 2>&1 | tee "$out/pytest-gpu.txt" || status=1
+  tests/workers/runtime/test_bound.py tests/bench/test_native.py 2>&1 | tee "$out/pytest-gpu.txt" || status=1
 
 step "bench gpu"
 "$PY" -m adaserve bench gpu --json --repeats "${REPEATS:-50}" > "$out/bench-gpu.json" || status=1
