@@ -111,47 +111,6 @@ def list_cmd(
     Console().print(table)
 
 
-@models_app.command("profile-nodes")
-def profile_nodes_cmd(
-    name: Annotated[str, typer.Argument(help="A splittable model (effnet-lite0, ee-lm-s-split).")],
-    batch: Annotated[int, typer.Option(min=1, max=256, help="Batch size of the profiled runs.")] = 8,
-    runs: Annotated[int, typer.Option(min=1, max=1000, help="Profiled runs (the median per unit is kept).")] = 20,
-    device: Annotated[str, typer.Option(help="cpu or gpu (onnxruntime's CUDA provider).")] = "cpu",
-    record: Annotated[bool, typer.Option("--record", help="Overwrite the times the build reads (in the source tree).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the node_times.json document.")] = False,
-) -> None:
-    """Per-unit times from onnxruntime's profiler and the cut the split rule picks on them."""
-    import tempfile
-
-    from adaserve.models.chain import crossing_bytes, export
-    from adaserve.models.node_times import SOURCES, chain_of, profile_units, source_path
-    from adaserve.models.node_times import record as make_record
-
-    if name not in SOURCES:
-        raise typer.BadParameter(f"{name!r} is not splittable (splittable: {', '.join(SOURCES)})", param_hint="NAME")
-    if device not in ("cpu", "gpu"):
-        raise typer.BadParameter("cpu or gpu", param_hint="--device")
-    import torch
-
-    net, names, feed, in_name, out_name = chain_of(name)
-    x = feed(batch)
-    crossing = crossing_bytes(net, torch.from_numpy(x[:2]))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "units.onnx"
-        export(net, torch.from_numpy(x[:2]), path, in_name, out_name)
-        prof = profile_units(path, {in_name: x}, len(names), runs=runs, device=device)
-    doc = make_record(name, names, prof, crossing, batch, device)
-    if record:
-        source_path(name).write_text(json.dumps(doc, indent=1) + "\n")
-    if as_json:
-        typer.echo(json.dumps(doc))
-        return
-    s = doc["split"]
-    typer.echo(f"{name} on {doc['provider']} (batch {batch}, {doc['runs']} runs): cut after {s['after']} "
-               f"(part 2 = {s['tail_share']:.1%} of the time, {s['crossing_bytes']} bytes per sample cross, "
-               f"{'in' if s['in_band'] else 'outside'} the 5-15 % band)")
-
-
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
     app.add_typer(models_app, name="models")

@@ -1,4 +1,6 @@
-"""Per-node times from onnxruntime's profiler, summed per unit of a ``Chain`` export.
+"""Per-node times from onnxruntime's profiler, summed per unit of a ``Chain`` export (measured by
+``adaserve.profiling.nodes``; this module holds what the build needs: the trace's sums, the stored
+document, the rule's cut on it).
 
 onnxruntime writes one trace event per node run (``cat == "Node"``, ``name`` = the node name +
 ``_kernel_time``, ``dur`` in µs). Nodes that onnxruntime adds itself (layout reorders, fused
@@ -12,14 +14,9 @@ on, the batch size, the per-unit times and crossing sizes, and the cut the split
 from __future__ import annotations
 
 import json
-import os
 import re
-import statistics
-import tempfile
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from adaserve.models.split_point import BAND, choose_split
 
@@ -54,38 +51,6 @@ def unit_times_from_trace(events: list[dict[str, Any]], units: int) -> list[list
     return runs
 
 
-def profile_units(onnx_path: Path, feed: dict[str, np.ndarray], units: int, *, runs: int = 20,
-                  warmup: int = 3, device: str = "cpu", threads: int | None = None) -> dict[str, Any]:
-    """Median µs per unit over ``runs`` profiled runs (after ``warmup`` unprofiled ones)."""
-    import onnxruntime as ort
-
-    from adaserve.workers.runtime.base import choose_providers
-    from adaserve.workers.runtime.onnx import default_threads
-
-    # The serving session's options (workers/runtime/onnx.make_session), plus the profiler.
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    opts.intra_op_num_threads = threads or default_threads()
-    opts.inter_op_num_threads = 1
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.enable_profiling = True
-    with tempfile.TemporaryDirectory() as tmp:
-        opts.profile_file_prefix = os.path.join(tmp, "prof")
-        sess = ort.InferenceSession(str(onnx_path), opts, providers=choose_providers(device))
-        for _ in range(warmup + runs):
-            sess.run(None, feed)
-        trace = Path(sess.end_profiling())
-        events = json.loads(trace.read_text())
-    per_run = unit_times_from_trace(events, units)[-runs:]
-    if not per_run:
-        raise RuntimeError(f"the profiler of {onnx_path} recorded no /units.<i>/ nodes")
-    medians = [statistics.median(r[u] for r in per_run) for u in range(units)]
-    return {"units_us": medians, "runs": len(per_run), "provider": sess.get_providers()[0],
-            "onnxruntime": ort.__version__}
-
-
 def record(model: str, unit_names: list[str], profile: dict[str, Any], crossing: list[int | None],
            batch: int, device: str) -> dict[str, Any]:
     """The ``node_times.json`` document, with the rule's choice on these times."""
@@ -113,7 +78,7 @@ def choice_of(doc: dict[str, Any]) -> int:
 
 
 # Where each splittable model's recorded times live (read by its build, rewritten by
-# `adaserve models profile-nodes --record`) and the function that gives its chain.
+# `adaserve profile nodes --record`) and the function that gives its chain.
 SOURCES: dict[str, tuple[str, str]] = {
     "effnet-lite0": ("adaserve.models.effnet", "adaserve.models.effnet.export:chain"),
     "ee-lm-s-split": ("adaserve.models.lm", "adaserve.models.lm.split:chain"),

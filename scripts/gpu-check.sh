@@ -44,7 +44,7 @@ done
 # the placement sweep live, when `adaserve bench placement` exists in this checkout.
 step "StarONNX: split points on the GPU"
 for model in effnet-lite0 ee-lm-s-split; do
-  "$PY" -m adaserve models profile-nodes "$model" --device gpu --batch 8 --runs 50 --json \
+  "$PY" -m adaserve profile nodes "$model" --device gpu --batch 8 --runs 50 --json \
     > "$out/node-times-$model.json" || status=1
 done
 step "StarONNX: pipeline vs native onnxruntime"

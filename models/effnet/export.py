@@ -95,7 +95,7 @@ def split_after(net: Any, times: dict[str, Any]) -> int:
 
     _, names = units(net)
     if [u["name"] for u in times["units"]] != names:
-        raise BuildError("node_times.json does not list this network's units; re-run `adaserve models profile-nodes`")
+        raise BuildError("node_times.json does not list this network's units; re-run `adaserve profile nodes`")
     return choice_of(times) - 1  # unit 0 is the stem
 
 

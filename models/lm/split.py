@@ -138,7 +138,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     whole_net = Chain(modules).eval()
     times = shipped(NAME)
     if [u["name"] for u in times["units"]] != names:
-        raise BuildError("node_times.json does not list this model's units; re-run `adaserve models profile-nodes`")
+        raise BuildError("node_times.json does not list this model's units; re-run `adaserve profile nodes`")
     cut = choice_of(times)
     p1, p2 = whole_net.split(cut)
     tokens = held_out(64 if tiny else HELD_OUT)

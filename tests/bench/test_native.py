@@ -89,10 +89,10 @@ def test_on_the_gpu_both_sides_run_there(redis_url: str, tmp_path: Path, monkeyp
 
 @pytest.mark.skipif(NO_GPU is not None, reason=f"needs a GPU: {NO_GPU}")
 def test_unit_times_on_the_gpu_come_from_the_cuda_provider() -> None:
-    from typer.testing import CliRunner as Runner
+    from adaserve.profiling.cli import register as profiling
 
-    from adaserve.models.cli import models_app
-
-    res = Runner().invoke(models_app, ["profile-nodes", "ee-lm-s-split", "--device", "gpu", "--runs", "3", "--json"])
+    app = typer.Typer()
+    profiling(app)
+    res = CliRunner().invoke(app, ["profile", "nodes", "ee-lm-s-split", "--device", "gpu", "--runs", "3", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["provider"] == "CUDAExecutionProvider"

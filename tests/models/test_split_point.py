@@ -66,19 +66,3 @@ def test_effnet_split_constant_is_the_rule_s_choice() -> None:
     from adaserve.models.effnet.export import SPLIT_AFTER
 
     assert choice_of(shipped("effnet-lite0")) - 1 == SPLIT_AFTER
-
-
-def test_profile_nodes_prints_the_document_and_the_rule_s_cut() -> None:
-    import json
-
-    from typer.testing import CliRunner
-
-    from adaserve.models.cli import models_app
-
-    res = CliRunner().invoke(models_app, ["profile-nodes", "ee-lm-s-split", "--batch", "2", "--runs", "3", "--json"])
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
-    assert [u["name"] for u in doc["units"]][:2] == ["embed", "block1.attn"] and doc["device"] == "cpu"
-    assert all(u["us"] > 0 for u in doc["units"]) and doc["split"]["cut"] == choice_of(doc)
-    bad = CliRunner().invoke(models_app, ["profile-nodes", "fsdd-cnn"])
-    assert bad.exit_code == 2 and "splittable" in bad.output
