@@ -189,6 +189,12 @@ def sample_inputs(model: str, n: int, *, seed: int,
 
         images, accepted = sample_photos(n, seed=seed)
         return [{"image": img} for img in images], np.array([a[0] for a in accepted], dtype=np.int64)
+    if model == "ee-lm-s-split":
+        # The ONNX export takes fixed windows of 32 held-out characters; the label follows each.
+        from adaserve.models.lm.prompts import sample_prompts
+
+        tokens, following = sample_prompts(n, 32, seed=seed)
+        return [{"tokens": t} for t in tokens], following
     if model in LM_MODELS:
         # Held-out prompts of varied lengths (the most recent characters of a longer window);
         # the label is the character that follows each prompt in the text.
@@ -199,4 +205,4 @@ def sample_inputs(model: str, n: int, *, seed: int,
         lengths = np.random.default_rng(seed).integers(lo, hi + 1, size=n)
         return [{"tokens": t[hi - k:]} for t, k in zip(tokens, lengths)], following
     raise ModelNotFound(f"no sample inputs for model {model!r} (have: "
-                        f"{', '.join(AUDIO_MODELS + AV_MODELS + VIDEO_MODELS + LM_MODELS + ('effnet-lite0',))})")
+                        f"{', '.join(AUDIO_MODELS + AV_MODELS + VIDEO_MODELS + LM_MODELS + ('effnet-lite0', 'ee-lm-s-split'))})")

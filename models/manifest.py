@@ -12,7 +12,16 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from adaserve.broker.errors import ModelNotFound
 
@@ -20,13 +29,53 @@ MANIFEST = "manifest.json"
 VariantKind = Literal["whole", "modality-subset", "exit", "lm-exit", "part"]
 
 
+class Normalize(BaseModel):
+    """How a float input is made from ``uint8`` pixels: ``(pixel * scale - mean) / std``.
+
+    ``mean`` and ``std`` hold one value, or one per channel (the first per-sample axis).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mean: tuple[float, ...] = Field(min_length=1)
+    std: tuple[float, ...] = Field(min_length=1)
+    scale: float = Field(default=1.0, gt=0)
+
+    @field_validator("std")
+    @classmethod
+    def _positive(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(s <= 0 for s in v):
+            raise ValueError("every std must be > 0")
+        return v
+
+    def apply(self, pixels: np.ndarray, dtype: str) -> np.ndarray:
+        """``pixels`` [B, C, ...] as uint8 -> the normalised float array the model takes."""
+        shape = (1, -1) + (1,) * (pixels.ndim - 2)
+        mean = np.asarray(self.mean, dtype=np.float32).reshape(shape)
+        std = np.asarray(self.std, dtype=np.float32).reshape(shape)
+        x = pixels.astype(np.float32)
+        if self.scale != 1.0:
+            x *= np.float32(self.scale)
+        return np.ascontiguousarray((x - mean) / std, dtype=dtype)
+
+
 class InputSpec(BaseModel):
-    """One input of a variant, per sample (without the batch axis)."""
+    """One input of a variant, per sample (without the batch axis). ``normalize``: the input may
+    also come as ``uint8`` pixels of the same shape, normalised by the worker (a quarter of the bytes)."""
 
     model_config = ConfigDict(extra="forbid")
 
     shape: tuple[int, ...]
     dtype: str
+    normalize: Normalize | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_no_normalize(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Manifests written before ``normalize`` existed keep their exact bytes when rebuilt.
+        out: dict[str, Any] = handler(self)
+        if out.get("normalize") is None:
+            out.pop("normalize", None)
+        return out
 
 
 class VariantInfo(BaseModel):

@@ -34,6 +34,7 @@ BUILDERS: dict[str, tuple[str, str]] = {
     "ee-lm-xs": ("adaserve.models.lm", "build_xs"),
     "ee-lm-s": ("adaserve.models.lm", "build_s"),
     "effnet-lite0": ("adaserve.models.effnet", "build"),
+    "ee-lm-s-split": ("adaserve.models.lm.split", "build"),
 }
 DEFAULT_SEED = 0
 

@@ -7,7 +7,8 @@ is rejected here so that it can never fail a batch shared with other producers' 
 Specs come from worker heartbeats: per input ``{"shape", "dtype"}`` and, for some, limits. A
 dimension <= 0 takes any size from 1 up to ``max_length`` (when given). A language model's
 ``tokens`` spec also carries ``context`` (prompt + generated tokens), ``max_new_tokens``,
-``default_new_tokens`` (when a request names none) and ``vocab_size``.
+``default_new_tokens`` (when a request names none) and ``vocab_size``. ``pixels`` (``"uint8"``): the
+worker also takes the input as uint8 pixels and normalises them as the model's manifest says.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def _check_tensor(rid: str, name: str, tensor: Tensor, spec: dict[str, Any]) -> 
         if w <= 0 and (g < 1 or (cap is not None and g > int(cap))):
             raise InvalidMessage("limit", f"request {rid}: input {name!r} has {g} elements along a free dimension, "
                                           f"the model takes 1 to {cap if cap is not None else 'any number'}")
-    if spec.get("dtype") and not dtype_fits(tensor.dtype, spec["dtype"]):
+    # ``pixels``: the worker normalises uint8 images itself (the manifest declares how).
+    if spec.get("dtype") and not dtype_fits(tensor.dtype, spec["dtype"]) and tensor.dtype != spec.get("pixels"):
         raise InvalidMessage("schema", f"request {rid}: input {name!r} is {tensor.dtype}, model wants {spec['dtype']}"
                                        " (or another float for a float, a narrower integer for an integer)")
 

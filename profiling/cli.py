@@ -42,6 +42,9 @@ profile_app = typer.Typer(
 
 def register(app: typer.Typer) -> None:
     """Add the profiler's commands to the top-level app."""
+    from adaserve.profiling.nodes import nodes
+
+    profile_app.command("nodes")(nodes)
     app.add_typer(profile_app, name="profile")
     app.command("profiler")(profiler)
 

@@ -48,6 +48,8 @@ def validation(info: ModelInfo, variant: VariantInfo, n: int, *, seed: int,
         return Validation({"tokens": tokens})
     if info.family == "effnet":
         return _effnet(variant, runner_for)
+    if variant.kind == "part":
+        return _part(info, variant, n, seed=seed, runner_for=runner_for)
     from adaserve.models.datasets import sample_inputs
 
     samples, labels = sample_inputs(info.name, n, seed=seed)
@@ -81,3 +83,17 @@ def _effnet(variant: VariantInfo, runner_for: RunnerFactory) -> Validation:
     # A later part: feed it what the first part really hands on.
     first = runner_for("part1")
     return Validation({"intermediate": first.run({"image": images}).outputs["intermediate"]}, check)
+
+
+def _part(info: ModelInfo, variant: VariantInfo, n: int, *, seed: int, runner_for: RunnerFactory) -> Validation:
+    """A part of another split model (ee-lm-s-split): part 1 takes the model's samples, a later
+    part what part 1 really hands on; only the last part is scored."""
+    from adaserve.models.datasets import sample_inputs
+
+    samples, labels = sample_inputs(info.name, n, seed=seed)
+    first = info.variant("part1")
+    stacked = {k: np.stack([s[k] for s in samples]).astype(spec.dtype) for k, spec in first.inputs.items()}
+    last = variant.extra.get("next") is None
+    if variant.name == first.name:
+        return Validation(stacked, _label_check(labels) if last else None)
+    return Validation({"intermediate": runner_for(first.name).run(stacked).outputs["intermediate"]}, _label_check(labels))

@@ -113,7 +113,7 @@ class Executor:
         exec_s = 0.0
         for sig, idx in groups.items():
             try:
-                target = targets(sig, specs)
+                target = targets(sig, specs, loaded.pixels)
             except InputError as exc:
                 for i in idx:
                     items[i] = ItemOutcome("failed", f"bad_input: {exc}")

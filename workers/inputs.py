@@ -39,12 +39,23 @@ def signature(inputs: Mapping[str, Tensor], names: Sequence[str]) -> Signature:
         raise InputError(f"missing input {missing!r} (request has: {have})") from None
 
 
-def targets(sig: Signature, specs: Mapping[str, Spec] | None) -> dict[str, Spec]:
-    """Per input, the per-sample shape and dtype a group with signature ``sig`` is run with."""
+def pixel_inputs(runner: Runner) -> frozenset[str]:
+    """Inputs the runner also takes as ``uint8`` pixels, normalising them itself (``InputSpec.normalize``)."""
+    return frozenset(name for name, spec in (runner.specs or {}).items() if getattr(spec, "normalize", None))
+
+
+def targets(sig: Signature, specs: Mapping[str, Spec] | None, pixels: frozenset[str] = frozenset()) -> dict[str, Spec]:
+    """Per input, the per-sample shape and dtype a group with signature ``sig`` is run with;
+    ``uint8`` pixels for an input in ``pixels`` stay ``uint8`` (the runner normalises them)."""
     out: dict[str, Spec] = {}
     for name, dtype, shape in sig:
         spec = specs.get(name) if specs else None
-        out[name] = (shape, dtype) if spec is None else _conform(name, dtype, shape, spec)
+        if spec is None:
+            out[name] = (shape, dtype)
+        elif dtype == "uint8" and name in pixels:
+            out[name] = (_conform(name, spec[1], shape, spec)[0], "uint8")
+        else:
+            out[name] = _conform(name, dtype, shape, spec)
     return out
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adaserve.broker.errors import ModelLoadError, ModelNotFound
-from adaserve.workers.inputs import Spec, specs_of
+from adaserve.workers.inputs import Spec, pixel_inputs, specs_of
 from adaserve.workers.runtime.base import GenerativeRunner, Runner, SplitPart
 
 log = logging.getLogger(__name__)
@@ -33,11 +33,12 @@ class Loaded:
     specs: dict[str, Spec] | None  # per-request specs as the executor checks them; None: unchecked
     generator: GenerativeRunner | None  # the runner itself when it generates tokens from prompts
     next: str | None  # the part that runs next, when the runner is a non-last part of a split model
+    pixels: frozenset[str] = frozenset()  # inputs also taken as uint8 pixels (normalised by the runner)
 
     @classmethod
     def of(cls, runner: Runner) -> Loaded:
         return cls(runner, specs_of(runner), runner if isinstance(runner, GenerativeRunner) else None,
-                   runner.next if isinstance(runner, SplitPart) else None)
+                   runner.next if isinstance(runner, SplitPart) else None, pixel_inputs(runner))
 
 
 class RunnerCache:
@@ -111,7 +112,9 @@ class RunnerCache:
             # A runner may add limits of its own to a spec (a language model's context, say).
             extra = entry.runner.input_limits
             for name, (shape, dtype) in (entry.specs or {}).items():
-                out.setdefault(model, {}).setdefault(name, {"shape": list(shape), "dtype": dtype, **extra.get(name, {})})
+                pixels = {"pixels": "uint8"} if name in entry.pixels else {}
+                out.setdefault(model, {}).setdefault(name, {"shape": list(shape), "dtype": dtype, **pixels,
+                                                            **extra.get(name, {})})
         return out
 
     def variants(self) -> list[tuple[str, str]]:

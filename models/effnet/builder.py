@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from importlib import metadata
@@ -12,9 +13,11 @@ import numpy as np
 import rich.progress
 
 from adaserve.broker.errors import BuildError
-from adaserve.models.effnet.export import SPLIT_AFTER, export_onnx, load_pretrained, split
-from adaserve.models.effnet.photos import IMAGE_SIZE, PHOTOS, class_names, top1_correct, validation_set
-from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
+from adaserve.models.effnet.export import export_onnx, load_pretrained, split, split_after
+from adaserve.models.effnet.photos import IMAGE_SIZE, MEAN, PHOTOS, STD, class_names, top1_correct, validation_set
+from adaserve.models.fp16 import fp16_check
+from adaserve.models.manifest import InputSpec, ModelInfo, Normalize, VariantInfo, artifact_hashes
+from adaserve.models.node_times import NODE_TIMES, shipped
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -44,7 +47,11 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     task = progress.add_task(f"{NAME}: loading the pretrained network", total=5)
     torch.manual_seed(seed)
     net = load_pretrained()
-    part1, part2 = split(net, SPLIT_AFTER)
+    # The cut is the split rule's on the per-unit times recorded with the source (node_times.json),
+    # not on a fresh measurement: a build gives the same bytes on every machine.
+    times = shipped(NAME)
+    k = split_after(net, times)
+    part1, part2 = split(net, k)
     images, records = validation_set()
     if tiny:
         images, records = images[::4], records[::4]  # one view of each photo
@@ -67,6 +74,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     torch_diff = float(np.abs(whole - ref).max())
     if split_diff > SPLIT_TOLERANCE:
         raise BuildError(f"part2(part1(x)) differs from whole(x) by {split_diff:.3g} > {SPLIT_TOLERANCE}")
+    fp16 = fp16_check(lambda m: p2_s.run(None, {"intermediate": m})[0], mid, chained)
     progress.update(task, advance=1, description=f"{NAME}: checking labels on photos")
     correct = top1_correct(whole, records)
     names = class_names()
@@ -80,16 +88,20 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     accuracy = round(float(correct.mean()), 4)
     progress.update(task, advance=1, description=f"{NAME}: writing manifest")
 
-    image_spec = {"image": InputSpec(shape=(3, IMAGE_SIZE, IMAGE_SIZE), dtype="float32")}
+    image_spec = {"image": InputSpec(shape=(3, IMAGE_SIZE, IMAGE_SIZE), dtype="float32",
+                                     normalize=Normalize(mean=(MEAN,), std=(STD,)))}
     mid_spec = {"intermediate": InputSpec(shape=tuple(int(d) for d in mid.shape[1:]), dtype="float32")}
     sizes = {f: (out_dir / f).stat().st_size for f in ("whole.onnx", "part1.onnx", "part2.onnx")}
-    common = {"split_after_block": SPLIT_AFTER, "blocks": len(net._blocks)}
+    common = {"split_after_block": k, "blocks": len(net._blocks), "tail_share": times["split"]["tail_share"],
+              "node_times": {"device": times["device"], "batch": times["batch"]}}
+    wire = {"intermediate_dtype": "float16"} if fp16["ok"] else {}
     variants = [
         VariantInfo(name="whole", kind="whole", artifacts=["whole.onnx"], inputs=image_spec,
                     metric="accuracy", quality=accuracy, extra={"bytes": sizes["whole.onnx"]}),
         VariantInfo(name="part1", kind="part", artifacts=["part1.onnx"], inputs=image_spec,
                     extra={"part": 1, "next": "part2", "bytes": sizes["part1.onnx"],
-                           "out_shape": list(mid_spec["intermediate"].shape), **common}),
+                           "out_shape": list(mid_spec["intermediate"].shape), **common,
+                           "fp16_ok": fp16, **wire}),
         VariantInfo(name="part2", kind="part", artifacts=["part2.onnx"], inputs=mid_spec,
                     metric="accuracy", quality=accuracy,
                     extra={"part": 2, "bytes": sizes["part2.onnx"], **common}),
@@ -97,7 +109,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     info = ModelInfo(
         name=NAME, family="effnet", task="image-classification",
         description=(f"pretrained EfficientNet-Lite0 (ImageNet, 1000 classes, 224x224 RGB scaled "
-                     f"(x-127)/128), whole and split after block {SPLIT_AFTER} of {len(net._blocks)}"),
+                     f"(x-127)/128), whole and split after block {k} of {len(net._blocks)}"),
         labels=list(names), default_variant="whole", variants=variants,
         train={"seed": seed, "tiny": tiny, "pretrained": True, "seconds": round(time.perf_counter() - t0, 1),
                "metrics": {"split_max_abs_diff": split_diff, "onnx_vs_torch_max_abs_diff": torch_diff,
@@ -110,6 +122,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
         source=SOURCE,
     )
     info.hashes = artifact_hashes(out_dir, info)
+    (out_dir / NODE_TIMES).write_text(json.dumps(times, indent=1) + "\n")
     progress.update(task, advance=1, description=f"{NAME}: done")
     return info
 

@@ -18,7 +18,9 @@ from torch import nn
 
 from adaserve.broker.errors import BuildError
 
-SPLIT_AFTER = 8  # blocks in part 1 (of 16): the end of the 80-channel stage, 14x14 feature maps
+# Blocks in part 1 (of 16), as the split rule chooses on the recorded CPU times (node_times.json):
+# part 2 = block 15 and the head, 8 % of the time; 192 x 7 x 7 floats cross (36.75 KiB per image).
+SPLIT_AFTER = 15
 OPSET = 17
 
 
@@ -85,3 +87,47 @@ def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, input_name
         torch.onnx.export(module, (example,), str(path), input_names=[input_name],
                           output_names=[output_name], opset_version=OPSET, dynamo=False,
                           dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}})
+
+
+def split_after(net: Any, times: dict[str, Any]) -> int:
+    """Blocks in part 1 by the split rule on ``times`` (a ``node_times.json`` of this chain)."""
+    from adaserve.models.node_times import choice_of
+
+    _, names = units(net)
+    if [u["name"] for u in times["units"]] != names:
+        raise BuildError("node_times.json does not list this network's units; re-run `adaserve profile nodes`")
+    return choice_of(times) - 1  # unit 0 is the stem
+
+
+def units(net: Any) -> tuple[list[nn.Module], list[str]]:
+    """The network as a chain (``models.chain``): the stem, each block, the head and classifier."""
+    n = len(net._blocks)
+    modules: list[nn.Module] = [Part1(net, 0), *(Part2Block(b) for b in net._blocks), Part2(net, n)]
+    return modules, ["stem", *(f"block{i}" for i in range(n)), "head"]
+
+
+class Part2Block(nn.Module):
+    """One block, called as ``Part1``/``Part2`` call it (eval mode: no drop-connect)."""
+
+    def __init__(self, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x)
+
+
+def chain() -> tuple[Any, list[str], Any, str, str]:
+    """The chain the node times are measured on, its unit names, a feed of ``b`` photos, in/out names."""
+    import numpy as np
+
+    from adaserve.models.chain import Chain
+    from adaserve.models.effnet.photos import validation_set
+
+    modules, names = units(load_pretrained())
+    images, _ = validation_set()
+
+    def feed(b: int) -> Any:
+        return np.ascontiguousarray(np.resize(images, (b, *images.shape[1:])))
+
+    return Chain(modules).eval(), names, feed, "image", "logits"

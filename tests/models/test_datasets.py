@@ -88,6 +88,12 @@ def test_effnet_samples_are_real_photos_with_imagenet_labels() -> None:
     assert all(0 <= int(v) < 1000 for v in labels)
 
 
+def test_the_split_gpt_gets_fixed_windows_of_held_out_text() -> None:
+    inputs, labels = datasets.sample_inputs("ee-lm-s-split", 5, seed=0)
+    assert [x["tokens"].shape for x in inputs] == [(32,)] * 5 and inputs[0]["tokens"].dtype == np.int64
+    assert labels.shape == (5,)
+
+
 def test_language_models_get_held_out_prompts_of_varied_length() -> None:
     from adaserve.models.lm.corpus import load_corpus
 

@@ -40,7 +40,7 @@ def test_split_equals_whole_and_photos_get_their_labels(net: torch.nn.Module) ->
         whole = net(x).numpy()
         mid = part1(x)
         chained = part2(mid).numpy()
-    assert tuple(mid.shape[1:]) == (80, 14, 14)
+    assert tuple(mid.shape[1:]) == (192, 7, 7)
     assert np.abs(chained - whole).max() <= 1e-4
     assert top1_correct(whole, photos).all(), [class_names()[i] for i in whole.argmax(1)]
     assert len(photos) == len(PHOTOS) >= 5
@@ -65,6 +65,11 @@ def test_build_exports_parts_that_chain_to_the_whole(tmp_path: Path) -> None:
     assert [v.name for v in info.variants] == ["whole", "part1", "part2"]
     assert info.variant("part1").extra == {**info.variant("part1").extra, "part": 1, "next": "part2"}
     assert info.train["metrics"]["split_max_abs_diff"] <= 1e-4
+    p1 = info.variant("part1").extra
+    assert p1["split_after_block"] == 15 and p1["fp16_ok"]["top1_agreement"] == 1.0
+    assert p1["intermediate_dtype"] == ("float16" if p1["fp16_ok"]["ok"] else "float32")
+    assert info.variant("whole").inputs["image"].normalize is not None
+    assert (tmp_path / "node_times.json").is_file()
     assert info.variant("whole").quality == 1.0
     assert set(info.hashes) == {"whole.onnx", "part1.onnx", "part2.onnx"}
     images, photos = photo_set()

@@ -40,8 +40,10 @@ def test_split_gives_the_whole_models_labels_and_frees_the_first_slot(
     assert split.ok and whole.ok, (split.reasons, whole.reasons)
     assert split.predictions == whole.predictions
     for s, w in zip(split.results, whole.results):
-        assert s.confidence == pytest.approx(w.confidence, abs=1e-4)
-        np.testing.assert_allclose(s.outputs["probs"].to_numpy(), w.outputs["probs"].to_numpy(), atol=1e-4)
+        # The intermediate travels as float16 (the build's check passed: extra["fp16_ok"], 8.6e-5 on
+        # these photos' probabilities, at most 0.01 allowed).
+        assert s.confidence == pytest.approx(w.confidence, abs=1e-3)
+        np.testing.assert_allclose(s.outputs["probs"].to_numpy(), w.outputs["probs"].to_numpy(), atol=1e-3)
         place = s.plan.placement
         assert (s.plan.variant, place.pool, place.part, place.prev_pool) == ("part2", "b", 2, "a")
         assert w.plan.variant == "default" and w.plan.placement.part is None

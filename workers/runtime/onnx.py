@@ -69,7 +69,10 @@ def check_inputs(specs: dict[str, InputSpec], inputs: dict[str, np.ndarray]) -> 
     for name, spec in specs.items():
         if name not in inputs:
             raise InvalidMessage("schema", f"missing input {name!r} (needs {sorted(specs)})")
-        arr = np.ascontiguousarray(inputs[name], dtype=spec.dtype)
+        arr = inputs[name]
+        if spec.normalize is not None and arr.dtype == np.uint8:
+            arr = spec.normalize.apply(arr, spec.dtype)
+        arr = np.ascontiguousarray(arr, dtype=spec.dtype)
         if arr.shape[1:] != tuple(spec.shape):
             raise InvalidMessage("schema", f"input {name!r} has per-sample shape {arr.shape[1:]}, "
                                            f"expected {tuple(spec.shape)}")

@@ -1,7 +1,8 @@
 """Serving one part of a split model (the ``part`` variants, StarONNX-style placement).
 
 Part 1 takes the model's input and returns the tensor it hands on as ``outputs["intermediate"]``
-(float32, [B, *shape of the next part's input]); the planner forwards that to a worker that runs
+(float32, or float16 when the manifest says ``extra["intermediate_dtype"]``, [B, *shape of the next
+part's input]); the planner forwards that to a worker that runs
 the part named in ``extra["next"]``. The last part returns ``outputs["logits"]`` and ``["probs"]``
 with top-1 ``predictions`` and their ``confidences``, exactly as the whole model's runner does.
 Inputs are checked against the manifest (``InvalidMessage`` when they do not fit).
@@ -36,6 +37,8 @@ class PartRunner(SplitPart):
         self.specs: dict[str, InputSpec] = variant.inputs
         self.part = int(variant.extra.get("part", 0))
         self.next: str | None = variant.extra.get("next")
+        # The build's fp16 check passed (extra["fp16_ok"]): hand the intermediate on at half the bytes.
+        self.wire_dtype = np.dtype(variant.extra.get("intermediate_dtype", "float32"))
         try:
             self.session = make_session(path, device, threads)
         except RuntimeError as exc:  # no CUDA provider or no GPU, or an unreadable graph
@@ -54,7 +57,8 @@ class PartRunner(SplitPart):
         elapsed = time.perf_counter() - t0
         exec_s = np.full(b, elapsed, dtype=np.float64)
         if not self.is_last:
-            return RunOutput(outputs={"intermediate": out}, request_exec_s=exec_s)
+            wire = out if out.dtype == self.wire_dtype else out.astype(self.wire_dtype)
+            return RunOutput(outputs={"intermediate": wire}, request_exec_s=exec_s)
         probs = softmax(out)
         return RunOutput(outputs={"logits": out, "probs": probs}, predictions=probs.argmax(axis=1),
                          confidences=probs.max(axis=1), request_exec_s=exec_s)

@@ -1,0 +1,202 @@
+"""``ee-lm-s-split``: the character GPT ``ee-lm-s`` as ONNX, whole and cut in two (StarONNX's
+transformer case, as the paper's ViT).
+
+Built from the shipped ``ee-lm-s`` weights (nothing is trained): the input is a window of
+``PROMPT_LEN`` token ids, the output the logits of the next character. The chain's units are the
+embeddings, each block's attention half and MLP half (both end on the residual stream, so one
+``[T, C]`` tensor crosses every boundary) and the last exit head; the cut is the split rule's on
+the recorded per-unit times (``node_times.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rich.progress
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from adaserve.broker.errors import BuildError
+from adaserve.models.chain import Chain, export
+from adaserve.models.fp16 import fp16_check
+from adaserve.models.lm.gpt import Block, EarlyExitGpt
+from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
+from adaserve.models.node_times import NODE_TIMES, choice_of, shipped
+
+NAME = "ee-lm-s-split"
+SOURCE_MODEL = "ee-lm-s"
+PROMPT_LEN = 32
+SPLIT_TOLERANCE = 1e-4
+HELD_OUT = 256  # windows of the held-out text for the checks
+
+
+class Embed(nn.Module):
+    def __init__(self, gpt: EarlyExitGpt) -> None:
+        super().__init__()
+        self.tok, self.pos = gpt.tok, gpt.pos
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+
+
+class Attention(nn.Module):
+    """``x + attention(ln1(x))`` of one block, causal (the windows are unpadded)."""
+
+    def __init__(self, block: Block) -> None:
+        super().__init__()
+        self.n_head, self.ln1, self.qkv, self.proj = block.n_head, block.ln1, block.qkv, block.proj
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class Mlp(nn.Module):
+    def __init__(self, block: Block) -> None:
+        super().__init__()
+        self.ln2, self.fc, self.out = block.ln2, block.fc, block.out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class LastHead(nn.Module):
+    """The deepest exit head on the last position: the next character's logits."""
+
+    def __init__(self, gpt: EarlyExitGpt) -> None:
+        super().__init__()
+        self.head = gpt.exits[str(gpt.depth)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(x[:, -1])
+
+
+def _gpt() -> tuple[EarlyExitGpt, Path]:
+    from adaserve.models.lm.weights import load_depth, read_config
+    from adaserve.models.registry import zoo_dir
+
+    src = zoo_dir() / SOURCE_MODEL
+    config, _ = read_config(src)
+    gpt, _ = load_depth(src, config.n_layer)
+    return gpt, src
+
+
+def units(gpt: EarlyExitGpt) -> tuple[list[nn.Module], list[str]]:
+    modules: list[nn.Module] = [Embed(gpt)]
+    names = ["embed"]
+    for i, block in enumerate(gpt.blocks, start=1):
+        modules += [Attention(block), Mlp(block)]  # type: ignore[arg-type]
+        names += [f"block{i}.attn", f"block{i}.mlp"]
+    return [*modules, LastHead(gpt)], [*names, "head"]
+
+
+def held_out(n: int = HELD_OUT) -> np.ndarray:
+    """``n`` windows of ``PROMPT_LEN`` token ids from the held-out tail of the corpus, evenly spaced."""
+    from adaserve.models.lm.corpus import load_corpus
+
+    val = np.asarray(load_corpus().val, dtype=np.int64)
+    starts = np.linspace(0, len(val) - PROMPT_LEN - 1, n).astype(np.int64)
+    return np.stack([val[s:s + PROMPT_LEN] for s in starts])
+
+
+def chain() -> tuple[Chain, list[str], Any, str, str]:
+    gpt, _ = _gpt()
+    modules, names = units(gpt)
+    windows = held_out()
+
+    def feed(b: int) -> np.ndarray:
+        return np.ascontiguousarray(np.resize(windows, (b, PROMPT_LEN)))
+
+    return Chain(modules).eval(), names, feed, "tokens", "logits"
+
+
+def _session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progress) -> ModelInfo:
+    """Export whole + parts and check them; nothing is trained (``seed`` unused, ``tiny`` checks fewer windows)."""
+    t0 = time.perf_counter()
+    task = progress.add_task(f"{NAME}: exporting", total=3)
+    torch.manual_seed(seed)
+    gpt, src = _gpt()
+    modules, names = units(gpt)
+    whole_net = Chain(modules).eval()
+    times = shipped(NAME)
+    if [u["name"] for u in times["units"]] != names:
+        raise BuildError("node_times.json does not list this model's units; re-run `adaserve profile nodes`")
+    cut = choice_of(times)
+    p1, p2 = whole_net.split(cut)
+    tokens = held_out(64 if tiny else HELD_OUT)
+    example = torch.from_numpy(tokens[:2])
+    with torch.no_grad():
+        inter = p1(example)
+        ref = whole_net(torch.from_numpy(tokens)).numpy()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    export(whole_net, example, out_dir / "whole.onnx", "tokens", "logits")
+    export(p1, example, out_dir / "part1.onnx", "tokens", "intermediate")
+    export(p2, inter, out_dir / "part2.onnx", "intermediate", "logits")
+    progress.update(task, advance=1, description=f"{NAME}: checking split = whole")
+    whole_s, p1_s, p2_s = (_session(out_dir / f) for f in ("whole.onnx", "part1.onnx", "part2.onnx"))
+    whole = whole_s.run(None, {"tokens": tokens})[0]
+    mid = p1_s.run(None, {"tokens": tokens})[0]
+    chained = p2_s.run(None, {"intermediate": mid})[0]
+    split_diff = float(np.abs(chained - whole).max())
+    torch_diff = float(np.abs(whole - ref).max())
+    if split_diff > SPLIT_TOLERANCE:
+        raise BuildError(f"part2(part1(x)) differs from whole(x) by {split_diff:.3g} > {SPLIT_TOLERANCE}")
+    fp16 = fp16_check(lambda m: p2_s.run(None, {"intermediate": m})[0], mid, chained)
+    # Next-character accuracy on the held-out windows: the variant's quality.
+    from adaserve.models.lm.corpus import load_corpus
+
+    corpus = load_corpus()
+    val = np.asarray(corpus.val, dtype=np.int64)
+    starts = np.linspace(0, len(val) - PROMPT_LEN - 1, len(tokens)).astype(np.int64)
+    accuracy = round(float((whole.argmax(1) == val[starts + PROMPT_LEN]).mean()), 4)
+    progress.update(task, advance=1, description=f"{NAME}: writing manifest")
+    tok_spec = {"tokens": InputSpec(shape=(PROMPT_LEN,), dtype="int64")}
+    mid_spec = {"intermediate": InputSpec(shape=tuple(int(d) for d in mid.shape[1:]), dtype="float32")}
+    sizes = {f: (out_dir / f).stat().st_size for f in ("whole.onnx", "part1.onnx", "part2.onnx")}
+    common = {"cut": cut, "units": len(names), "split_after": names[cut - 1],
+              "tail_share": times["split"]["tail_share"],
+              "node_times": {"device": times["device"], "batch": times["batch"]}}
+    wire = {"intermediate_dtype": "float16"} if fp16["ok"] else {}
+    variants = [
+        VariantInfo(name="whole", kind="whole", artifacts=["whole.onnx"], inputs=tok_spec,
+                    metric="accuracy", quality=accuracy, extra={"bytes": sizes["whole.onnx"]}),
+        VariantInfo(name="part1", kind="part", artifacts=["part1.onnx"], inputs=tok_spec,
+                    extra={"part": 1, "next": "part2", "bytes": sizes["part1.onnx"],
+                           "out_shape": list(mid_spec["intermediate"].shape), **common, "fp16_ok": fp16, **wire}),
+        VariantInfo(name="part2", kind="part", artifacts=["part2.onnx"], inputs=mid_spec,
+                    metric="accuracy", quality=accuracy, extra={"part": 2, "bytes": sizes["part2.onnx"], **common}),
+    ]
+    config = json.loads((src / "config.json").read_text())
+    info = ModelInfo(
+        name=NAME, family="lm-split", task="next-character",
+        description=(f"{SOURCE_MODEL} (character GPT, {gpt.config.n_layer} layers x {gpt.config.n_embd}) as ONNX: "
+                     f"{PROMPT_LEN} token ids -> next-character logits, whole and cut after {names[cut - 1]}"),
+        labels=list(config["chars"]), default_variant="whole", variants=variants,
+        train={"seed": seed, "tiny": tiny, "from": SOURCE_MODEL, "seconds": round(time.perf_counter() - t0, 1),
+               "metrics": {"split_max_abs_diff": split_diff, "onnx_vs_torch_max_abs_diff": torch_diff,
+                           "next_char_accuracy": accuracy, "windows": len(tokens)}},
+        versions={"torch": torch.__version__, "onnx": metadata.version("onnx"), "python": platform.python_version()},
+        source=f"weights of the shipped {SOURCE_MODEL} (trained here on tiny-shakespeare); held-out windows: its last 10 %",
+    )
+    info.hashes = artifact_hashes(out_dir, info)
+    (out_dir / NODE_TIMES).write_text(json.dumps(times, indent=1) + "\n")
+    progress.update(task, advance=1, description=f"{NAME}: done")
+    return info
