@@ -68,6 +68,9 @@ class RunnerCache:
         """The runner for ``model``/``variant``; raises ``ModelNotFound`` or ``ModelLoadError``."""
         return self.loaded(model, variant).runner
 
+    def is_loaded(self, model: str, variant: str = "default") -> bool:
+        return (model, variant) in self._runners
+
     def loaded(self, model: str, variant: str = "default") -> Loaded:
         """The runner for ``model``/``variant`` with its capabilities; raises like ``get``."""
         key = (model, variant)

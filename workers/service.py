@@ -86,7 +86,8 @@ class Worker:
         gpu = GpuMonitor.open() if self.device == "gpu" else None
         self._heartbeat = Heartbeat(self.settings, worker=self.id, pool=self.pool, device=self.device,
                                     slots=self.slots, models=self.models, clock=self.clock, gpu=gpu,
-                                    inputs=self.runners.inputs, outage=self.outage)
+                                    inputs=self.runners.inputs, outage=self.outage,
+                                    memory_mb=self.config.memory_mb or self.settings.worker_memory_mb)
         ride_out(self._heartbeat.beat, self.outage, stop=stop)
         self._heartbeat.start()
         self._started = True
