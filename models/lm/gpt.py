@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -195,7 +195,8 @@ class EarlyExitGpt(nn.Module):
         done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
         new: KvCache = []
         logits: dict[int, torch.Tensor] = {}
-        for i, (block, kv) in enumerate(zip(self.blocks, cache), start=1):
+        blocks = cast("list[Block]", list(self.blocks))
+        for i, (block, kv) in enumerate(zip(blocks, cache), start=1):
             if early_tau is not None and bool(done.all()):
                 x, kv2 = block.kv_only(x, kv)
                 new.append(kv2)

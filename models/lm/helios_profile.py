@@ -1,7 +1,7 @@
 """The offline HELIOS profile of an ``lm`` candidate: what each depth costs and how good it is.
 
-Written as ``helios.json`` next to the model's manifest by ``adaserve models profile-helios``
-(``helios_measure``), read by planners through ``load_helios_profile(name)``. Per depth K (one of
+Written as ``helios.json`` next to the model's manifest by ``adaserve profile helios``
+(``profiling.helios``), read by planners through ``load_helios_profile(name)``. Per depth K (one of
 the model's exits): tokens/s at batch sizes 1, 4 and 16, time to first token, weight and KV-cache
 bytes (computed, and the resident-memory growth measured in a fresh process), the measured time to
 load that depth from disk, CPU seconds per token, and per task its held-out perplexity at K, the
@@ -82,7 +82,7 @@ def write_helios_profile(model_dir: Path, profile: HeliosProfile) -> Path:
 
 def read_helios_profile(path: Path) -> HeliosProfile:
     if not path.is_file():
-        raise ModelNotFound(f"no HELIOS profile at {path}; run `adaserve models profile-helios`")
+        raise ModelNotFound(f"no HELIOS profile at {path}; run `adaserve profile helios`")
     try:
         return HeliosProfile.model_validate_json(path.read_text())
     except ValidationError as exc:
@@ -99,4 +99,4 @@ def load_helios_profile(name: str, data_dir: Path | None = None) -> HeliosProfil
         if profile_path(d).is_file():
             return read_helios_profile(profile_path(d))
     raise ModelNotFound(f"model {name!r} has no HELIOS profile (looked in {built_dir(name, data_dir)} "
-                        f"and {zoo_dir() / name}); run `adaserve models profile-helios --only {name}`")
+                        f"and {zoo_dir() / name}); run `adaserve profile helios --only {name}`")

@@ -21,7 +21,6 @@ def table(p: HeliosProfile) -> Table:
     for task in tasks:
         t.add_column(f"{task} ppl / exit≤K / breach / unchanged", justify="right")
     for d in p.depths:
-        kib = (lambda b: "" if b is None else f"{b / 1024:,.0f}")
         cells = [str(d.depth), *(f"{d.tokens_per_s[str(b)]:,.0f}" for b in BATCH_SIZES),
                  f"{d.ttft_s * 1e3:.2f}", f"{d.cpu_s_per_token * 1e3:.2f}", kib(d.weight_bytes),
                  f"{d.kv_bytes_per_token:,}", kib(d.rss_weights_bytes), kib(d.rss_batch16_bytes),
@@ -32,6 +31,10 @@ def table(p: HeliosProfile) -> Table:
             cells.append(f"{f.perplexity:.3f} / {f.exit_share:.3f} / {f.breach_share:.3f} / {same}")
         t.add_row(*cells)
     return t
+
+
+def kib(b: int | None) -> str:
+    return "" if b is None else f"{b / 1024:,.0f}"
 
 
 def plot(profiles: list[HeliosProfile], path: Path) -> Path:

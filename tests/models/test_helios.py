@@ -10,7 +10,6 @@ from rich.progress import Progress
 
 from adaserve.broker.errors import ModelNotFound
 from adaserve.models.lm.corpus import SHARED_VOCAB
-from adaserve.models.lm.helios_measure import measure_profile
 from adaserve.models.lm.helios_profile import (
     BATCH_SIZES,
     HeliosProfile,
@@ -21,6 +20,7 @@ from adaserve.models.lm.insight import exit_share, first_exit, insight1, unchang
 from adaserve.models.lm.prompts import drifting_prompts
 from adaserve.models.manifest import read_manifest, write_manifest
 from adaserve.models.registry import build_model, built_dir, zoo_dir
+from adaserve.profiling.helios import measure_profile
 
 CANDIDATES = ("ee-lm-xs", "ee-lm-s", "ee-lm-code")
 
@@ -67,7 +67,7 @@ def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_insight1_per_partial_depth(tiny_data: Path) -> None:
     got = insight1("ee-lm-code", "python", 0.2, data_dir=tiny_data, max_windows=4)
     assert sorted(got) == [2, 4, 6, 8]
-    for k, row in got.items():
+    for row in got.values():
         assert 0.0 <= row["breach_share"] <= 1.0 and 0.0 <= row["exit_share"] <= 1.0
         assert row["breaches"] == pytest.approx(row["breach_share"] * 4 * 48)
     assert got[8]["unchanged"] == 1.0 or np.isnan(got[8]["unchanged"])  # the whole model agrees with itself
@@ -76,7 +76,7 @@ def test_insight1_per_partial_depth(tiny_data: Path) -> None:
 def test_a_measured_profile_round_trips_and_is_found_by_name(tiny_data: Path) -> None:
     model_dir = built_dir("ee-lm-code", tiny_data)
     info = read_manifest(model_dir)
-    with pytest.raises(ModelNotFound, match="profile-helios --only no-such-model"):
+    with pytest.raises(ModelNotFound, match="profile helios --only no-such-model"):
         load_helios_profile("no-such-model", tiny_data)
     profile = measure_profile(model_dir, info, repeats=1, windows=2, rss=False)
     write_helios_profile(model_dir, profile)
@@ -105,3 +105,35 @@ def test_every_shipped_candidate_has_a_profile_per_exit(name: str) -> None:
     shares = [d.tasks["shakespeare"].exit_share for d in profile.depths]
     assert shares == sorted(shares)  # a deeper cut serves at least the tokens a shallower one does
     assert [d.weight_bytes for d in profile.depths] == sorted(d.weight_bytes for d in profile.depths)
+
+
+def test_profile_helios_then_show_from_the_cli(tiny_data: Path, monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """`adaserve profile helios` writes helios.json beside the manifest; `adaserve models
+    helios-show` prints it (table, JSON, plot)."""
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from adaserve.models import cli as models_cli
+    from adaserve.profiling import cli as profiling_cli
+
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tiny_data))
+    app = typer.Typer()
+    models_cli.register(app)
+    profiling_cli.register(app)
+    run = CliRunner().invoke(app, ["profile", "helios", "--only", "ee-lm-code", "--repeats", "1",
+                                   "--windows", "2", "--no-rss"])
+    assert run.exit_code == 0, run.output
+    assert (built_dir("ee-lm-code", tiny_data) / "helios.json").is_file()
+    png = tmp_path / "helios.png"
+    shown = CliRunner().invoke(app, ["models", "helios-show", "ee-lm-code", "--json", "--plot", str(png)])
+    assert shown.exit_code == 0, shown.output
+    (profile,) = json.loads(shown.output)["profiles"]
+    assert profile["name"] == "ee-lm-code" and [d["depth"] for d in profile["depths"]] == [2, 4, 6, 8]
+    assert png.stat().st_size > 10_000
+    table = CliRunner().invoke(app, ["models", "helios-show", "ee-lm-code"])
+    assert table.exit_code == 0 and "python ppl" in table.output
+    missing = CliRunner().invoke(app, ["models", "helios-show", "no-such-model"])
+    assert missing.exit_code == 1 and "no HELIOS profile" in missing.output

@@ -1,4 +1,4 @@
-"""Resident memory of one depth, measured in a fresh process: ``python -m adaserve.models.lm.rss
+"""Resident memory of one depth, measured in a fresh process: ``python -m adaserve.profiling.helios_rss
 MODEL_DIR DEPTH BATCH`` prints JSON with the RSS before loading, after loading and after running a
 batch (prompts of 32 tokens, 16 generated; the peak, so the KV cache and activations count even
 if freed). A fresh process, because in one that has loaded other
