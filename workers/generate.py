@@ -73,7 +73,8 @@ def prompt_of(item: BatchItem, runner: GenerativeRunner) -> Prompt:
 
 
 def _tau(item: BatchItem) -> float:
-    """The request's optional ``tau`` input (one float in 0..1), NaN when it names none."""
+    """The request's optional ``tau`` input (float32 [1], advertised in the runner's specs; any one
+    float is taken), NaN when it names none."""
     t = item.inputs.get("tau")
     if t is None:
         return float("nan")

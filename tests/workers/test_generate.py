@@ -110,3 +110,19 @@ def test_one_run_for_the_batch_and_a_bad_prompt_fails_alone(runner: Any) -> None
         assert got.confidence == pytest.approx(float(alone.confidences[0]), rel=1e-4)
     fwd = out.items[4]
     assert fwd.prediction == fwd.outputs["tokens"].to_numpy()[0] and fwd.outputs["tokens"].shape == [1]
+
+
+def test_a_request_may_carry_its_own_tau(runner: Any) -> None:
+    assert runner.specs["tau"].shape == (1,) and runner.specs["tau"].dtype == "float32"
+    item = _item(np.array([5, 6, 7]), new=4)
+    plain = prompt_of(item, runner)
+    assert np.isnan(plain.tau)
+    own = item.model_copy(update={"inputs": {**item.inputs, "tau": Tensor.from_numpy(np.array([0.3], np.float32))}})
+    assert prompt_of(own, runner).tau == pytest.approx(0.3)
+    feed = pack([plain, prompt_of(own, runner)], -1)
+    out = runner.run(feed)
+    hit = out.outputs["exit_at_tau"]
+    assert hit.shape == (2, 4) and set(np.unique(hit)) <= {0, 1, 2}
+    bad = item.model_copy(update={"inputs": {**item.inputs, "tau": Tensor.from_numpy(np.array([1.5], np.float32))}})
+    with pytest.raises(InputError, match="tau"):
+        prompt_of(bad, runner)

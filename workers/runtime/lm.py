@@ -102,7 +102,9 @@ class LmRunner(GenerativeRunner):
         self.block_size = self.net.config.block_size
         self.vocab_size = self.net.config.vocab_size
         # A prompt is any number of tokens (the manifest's length is only what samples use).
-        self.specs = {"tokens": InputSpec(shape=(-1,), dtype="int64")}
+        # ``tau`` is optional: a request (or a planner on its behalf) may name its own threshold.
+        self.specs = {"tokens": InputSpec(shape=(-1,), dtype="int64"),
+                      "tau": InputSpec(shape=(1,), dtype="float32")}
 
     @property
     def input_limits(self) -> dict[str, dict[str, int]]:
