@@ -71,12 +71,13 @@ def _depth(model_dir: Path, info: ModelInfo, variant: VariantInfo, v: dict[str, 
         t0 = time.perf_counter()
         runner = LmRunner(model_dir, info, variant, "cpu", threads=1)
         loads.append(time.perf_counter() - t0)
-    tps = {}
+    tps, tpc = {}, {}
     for b in BATCH_SIZES:
         prompts = mixed_prompts(b, prompt_tokens, seed=b)
         runner.generate(prompts, new_tokens)  # warm-up
-        walls = [_timed(runner.generate, prompts, new_tokens)[0] for _ in range(repeats)]
-        tps[str(b)] = round(b * new_tokens / statistics.median(walls), 2)
+        runs = [_timed(runner.generate, prompts, new_tokens) for _ in range(repeats)]
+        tps[str(b)] = round(b * new_tokens / statistics.median(w for w, _ in runs), 2)
+        tpc[str(b)] = round(b * new_tokens / max(statistics.median(c for _, c in runs), 1e-9), 2)
     one = mixed_prompts(1, prompt_tokens, seed=1)
     ttft = statistics.median(_timed(runner.generate, one, 1)[0] for _ in range(repeats))
     cpu = statistics.median(_timed(runner.generate, one, new_tokens)[1] for _ in range(repeats))
@@ -90,7 +91,7 @@ def _depth(model_dir: Path, info: ModelInfo, variant: VariantInfo, v: dict[str, 
                                unchanged=None if np.isnan(same) else round(same, 4))
     mem = _rss(model_dir, k) if rss else {}
     return DepthProfile(
-        depth=k, tokens_per_s=tps, ttft_s=round(ttft, 6), weight_bytes=runner.weight_bytes,
+        depth=k, tokens_per_s=tps, tokens_per_cpu_s=tpc, ttft_s=round(ttft, 6), weight_bytes=runner.weight_bytes,
         kv_bytes_per_token=runner.kv_bytes_per_token, load_s=round(statistics.median(loads), 6),
         cpu_s_per_token=round(cpu / new_tokens, 7),
         rss_weights_bytes=mem["loaded"] - mem["base"] if mem else None,

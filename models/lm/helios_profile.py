@@ -36,6 +36,9 @@ class DepthProfile(BaseModel):
 
     depth: int
     tokens_per_s: dict[str, float]  # batch size (as a string) -> generated tokens per second
+    # The same per CPU second of the process: what the work costs, unaffected by how much of a
+    # core the profiler got (timings on a shared host swing with its load; these barely do).
+    tokens_per_cpu_s: dict[str, float] = {}
     ttft_s: float  # batch 1: prefill and first token
     weight_bytes: int
     kv_bytes_per_token: int  # per sequence

@@ -86,6 +86,7 @@ def test_a_measured_profile_round_trips_and_is_found_by_name(tiny_data: Path) ->
     assert loaded.depth_values == [2, 4, 6, 8]
     d2, d8 = loaded.at(2), loaded.at(8)
     assert set(d2.tokens_per_s) == {str(b) for b in BATCH_SIZES} and all(v > 0 for v in d2.tokens_per_s.values())
+    assert set(d2.tokens_per_cpu_s) == set(d2.tokens_per_s) and all(v > 0 for v in d2.tokens_per_cpu_s.values())
     assert d2.weight_bytes < d8.weight_bytes and d8.kv_bytes_per_token == 4 * d2.kv_bytes_per_token
     assert set(d2.tasks) == {"shakespeare", "python"}
     assert d2.tasks["python"].exit_share <= d8.tasks["python"].exit_share
