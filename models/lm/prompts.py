@@ -1,4 +1,5 @@
-"""Real prompts from the held-out text, encoded and padded the way ``LmRunner`` expects."""
+"""Real prompts from the held-out text, encoded and padded the way ``LmRunner`` expects, and a
+stream of them whose task drifts (``drifting_prompts``) for HELIOS."""
 
 from __future__ import annotations
 
