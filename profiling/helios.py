@@ -17,14 +17,24 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from adaserve.models.lm.corpus import TASKS, load_task
-from adaserve.models.lm.helios_profile import BATCH_SIZES, DepthProfile, HeliosProfile, TaskFigures
+from adaserve.models.lm.helios_profile import (
+    BATCH_SIZES,
+    DepthProfile,
+    EarlyExitProfile,
+    HeliosProfile,
+    TaskFigures,
+)
 from adaserve.models.lm.insight import Verdicts, exit_share, unchanged_share, verdicts
 from adaserve.models.lm.prompts import pad_prompts
 from adaserve.models.manifest import ModelInfo, VariantInfo
+
+if TYPE_CHECKING:
+    from adaserve.workers.runtime.lm import LmRunner
 
 
 def mixed_prompts(n: int, length: int, seed: int) -> np.ndarray:
@@ -54,11 +64,48 @@ def measure_profile(model_dir: Path, info: ModelInfo, *, tau: float = 0.8, repea
             say(f"depth {variant.extra['depth']}")
             depths.append(_depth(model_dir, info, variant, v, tau=tau, repeats=repeats, rss=rss,
                                  prompt_tokens=prompt_tokens, new_tokens=new_tokens))
+        early = next((x for x in info.variants if x.extra.get("early_exit")), None)
+        if early is not None:
+            say("early exit")
+        static = None if early is None else _early(model_dir, info, early, tau=tau, repeats=repeats,
+                                                   prompt_tokens=prompt_tokens, new_tokens=new_tokens)
     finally:
         torch.set_num_threads(threads)
     return HeliosProfile(name=info.name, family=info.family, tau=tau, host=platform.platform(),
                          device="cpu", prompt_tokens=prompt_tokens, new_tokens=new_tokens,
-                         repeats=repeats, depths=depths)
+                         repeats=repeats, depths=depths, early_exit=static)
+
+
+def _speeds(runner: LmRunner, *, repeats: int, prompt_tokens: int, new_tokens: int
+            ) -> tuple[dict[str, float], dict[str, float], float, float]:
+    """Tokens per wall and per CPU second at each batch size, time to first token and CPU seconds
+    per token at batch 1 (medians of ``repeats`` after a warm-up)."""
+    tps, tpc = {}, {}
+    for b in BATCH_SIZES:
+        prompts = mixed_prompts(b, prompt_tokens, seed=b)
+        runner.generate(prompts, new_tokens)  # warm-up
+        runs = [_timed(runner.generate, prompts, new_tokens) for _ in range(repeats)]
+        tps[str(b)] = round(b * new_tokens / statistics.median(w for w, _ in runs), 2)
+        tpc[str(b)] = round(b * new_tokens / max(statistics.median(c for _, c in runs), 1e-9), 2)
+    one = mixed_prompts(1, prompt_tokens, seed=1)
+    ttft = statistics.median(_timed(runner.generate, one, 1)[0] for _ in range(repeats))
+    cpu = statistics.median(_timed(runner.generate, one, new_tokens)[1] for _ in range(repeats))
+    return tps, tpc, round(ttft, 6), round(cpu / new_tokens, 7)
+
+
+def _early(model_dir: Path, info: ModelInfo, variant: VariantInfo, *, tau: float, repeats: int,
+           prompt_tokens: int, new_tokens: int) -> EarlyExitProfile:
+    """The static per-token early-exit baseline: its speed, and the mean exit its tokens take per
+    task (a batch of 16 held-out prompts, alternating the tasks)."""
+    from adaserve.workers.runtime.lm import LmRunner
+
+    runner = LmRunner(model_dir, info, variant, "cpu", threads=1)
+    runner.tau = tau
+    tps, tpc, ttft, cpu = _speeds(runner, repeats=repeats, prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+    g = runner.decode(mixed_prompts(16, prompt_tokens, seed=16), new_tokens)
+    mean_exit = {t: round(float(g.exits[i::len(TASKS)].mean()), 4) for i, t in enumerate(TASKS)}
+    return EarlyExitProfile(depth=runner.depth, tokens_per_s=tps, tokens_per_cpu_s=tpc, ttft_s=ttft,
+                            cpu_s_per_token=cpu, mean_exit=mean_exit)
 
 
 def _depth(model_dir: Path, info: ModelInfo, variant: VariantInfo, v: dict[str, Verdicts], *, tau: float,
@@ -71,16 +118,7 @@ def _depth(model_dir: Path, info: ModelInfo, variant: VariantInfo, v: dict[str, 
         t0 = time.perf_counter()
         runner = LmRunner(model_dir, info, variant, "cpu", threads=1)
         loads.append(time.perf_counter() - t0)
-    tps, tpc = {}, {}
-    for b in BATCH_SIZES:
-        prompts = mixed_prompts(b, prompt_tokens, seed=b)
-        runner.generate(prompts, new_tokens)  # warm-up
-        runs = [_timed(runner.generate, prompts, new_tokens) for _ in range(repeats)]
-        tps[str(b)] = round(b * new_tokens / statistics.median(w for w, _ in runs), 2)
-        tpc[str(b)] = round(b * new_tokens / max(statistics.median(c for _, c in runs), 1e-9), 2)
-    one = mixed_prompts(1, prompt_tokens, seed=1)
-    ttft = statistics.median(_timed(runner.generate, one, 1)[0] for _ in range(repeats))
-    cpu = statistics.median(_timed(runner.generate, one, new_tokens)[1] for _ in range(repeats))
+    tps, tpc, ttft, cpu = _speeds(runner, repeats=repeats, prompt_tokens=prompt_tokens, new_tokens=new_tokens)
     tasks = {}
     for t, x in v.items():
         j = x.depths.index(k)
@@ -91,9 +129,9 @@ def _depth(model_dir: Path, info: ModelInfo, variant: VariantInfo, v: dict[str, 
                                unchanged=None if np.isnan(same) else round(same, 4))
     mem = _rss(model_dir, k) if rss else {}
     return DepthProfile(
-        depth=k, tokens_per_s=tps, tokens_per_cpu_s=tpc, ttft_s=round(ttft, 6), weight_bytes=runner.weight_bytes,
+        depth=k, tokens_per_s=tps, tokens_per_cpu_s=tpc, ttft_s=ttft, weight_bytes=runner.weight_bytes,
         kv_bytes_per_token=runner.kv_bytes_per_token, load_s=round(statistics.median(loads), 6),
-        cpu_s_per_token=round(cpu / new_tokens, 7),
+        cpu_s_per_token=cpu,
         rss_weights_bytes=mem["loaded"] - mem["base"] if mem else None,
         rss_batch16_bytes=mem["after_batch"] - mem["loaded"] if mem else None,
         tasks=tasks)

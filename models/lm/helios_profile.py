@@ -49,6 +49,21 @@ class DepthProfile(BaseModel):
     tasks: dict[str, TaskFigures]
 
 
+class EarlyExitProfile(BaseModel):
+    """The ``early-exit`` variant (all layers, each token leaving at its first exit >= tau): the
+    static baseline HELIOS is compared with. Same speed figures as a depth, and the mean exit its
+    tokens took per task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    depth: int  # layers loaded (all)
+    tokens_per_s: dict[str, float]
+    tokens_per_cpu_s: dict[str, float]
+    ttft_s: float
+    cpu_s_per_token: float
+    mean_exit: dict[str, float]
+
+
 class HeliosProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -61,6 +76,7 @@ class HeliosProfile(BaseModel):
     new_tokens: int
     repeats: int
     depths: list[DepthProfile]
+    early_exit: EarlyExitProfile | None = None
 
     @property
     def depth_values(self) -> list[int]:

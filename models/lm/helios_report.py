@@ -32,6 +32,12 @@ def table(p: HeliosProfile) -> Table:
             same = "-" if f.unchanged is None else f"{f.unchanged:.3f}"
             cells.append(f"{f.perplexity:.3f} / {f.exit_share:.3f} / {f.breach_share:.3f} / {same}")
         t.add_row(*cells)
+    e = p.early_exit
+    if e is not None:
+        exits = ", ".join(f"{task} mean exit {x:.2f}" for task, x in e.mean_exit.items())
+        t.add_row(f"early-exit ({e.depth})", *(f"{e.tokens_per_s[str(b)]:,.0f}" for b in BATCH_SIZES),
+                  *(f"{e.tokens_per_cpu_s[str(b)]:,.0f}" for b in BATCH_SIZES), f"{e.ttft_s * 1e3:.2f}",
+                  f"{e.cpu_s_per_token * 1e3:.2f}", "", "", "", "", "", exits)
     return t
 
 

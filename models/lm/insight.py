@@ -93,3 +93,17 @@ def insight1(name: str, task: str, tau: float = 0.8, *, data_dir: Path | None = 
         out[int(k)] = {"breach_share": float(np.mean(v.conf[j] < tau)), "unchanged": same,
                        "breaches": float(n), "exit_share": shares[int(k)]}
     return out
+
+
+def covering_depth(first: np.ndarray, depths: tuple[int, ...], share: float) -> int:
+    """The shallowest exit K at which at least ``share`` of the tokens that are confident somewhere
+    (``first`` > 0, e.g. results' ``exit_at_tau`` gathered at the deepest depth) have exited; the
+    deepest exit when none covers it or no token was confident. HELIOS's greedy partial loading
+    loads a model up to this depth."""
+    first = np.asarray(first).ravel()
+    sure = first[first > 0]
+    if sure.size:
+        for k in depths:
+            if np.mean(sure <= k) >= share:
+                return int(k)
+    return int(depths[-1])

@@ -16,7 +16,7 @@ from adaserve.models.lm.helios_profile import (
     load_helios_profile,
     write_helios_profile,
 )
-from adaserve.models.lm.insight import exit_share, first_exit, insight1, unchanged_share
+from adaserve.models.lm.insight import covering_depth, exit_share, first_exit, insight1, unchanged_share
 from adaserve.models.lm.prompts import drifting_prompts
 from adaserve.models.manifest import read_manifest, write_manifest
 from adaserve.models.registry import build_model, built_dir, zoo_dir
@@ -45,6 +45,14 @@ def test_first_exit_and_exit_shares_on_a_constructed_table() -> None:
     depths = (2, 4, 6)
     assert first_exit(conf, depths, 0.8).tolist() == [2, 4, 6, 0]
     assert exit_share(conf, depths, 0.8) == {2: 0.25, 4: 0.5, 6: 0.75}
+
+
+def test_covering_depth_is_the_shallowest_exit_most_confident_tokens_took() -> None:
+    first = np.array([2, 2, 4, 6, 0, 0, 2, 8, 4, 2])  # 8 confident: 4 at 2, 2 at 4, 1 at 6, 1 at 8
+    assert covering_depth(first, (2, 4, 6, 8), 0.5) == 2
+    assert covering_depth(first, (2, 4, 6, 8), 0.7) == 4
+    assert covering_depth(first, (2, 4, 6, 8), 0.9) == 8
+    assert covering_depth(np.zeros(5), (2, 4), 0.7) == 4  # nobody sure anywhere: load it all
 
 
 def test_unchanged_share_counts_only_breaching_tokens() -> None:
@@ -92,6 +100,9 @@ def test_a_measured_profile_round_trips_and_is_found_by_name(tiny_data: Path) ->
     assert d2.tasks["python"].exit_share <= d8.tasks["python"].exit_share
     with pytest.raises(KeyError):
         loaded.at(3)
+    early = loaded.early_exit
+    assert early is not None and early.depth == 8 and set(early.tokens_per_cpu_s) == set(d2.tokens_per_s)
+    assert set(early.mean_exit) == {"shakespeare", "python"} and all(2 <= e <= 8 for e in early.mean_exit.values())
 
 
 @pytest.mark.parametrize("name", CANDIDATES)
