@@ -38,7 +38,7 @@ def _targets(models: list[str], data_dir: Path, progress: Any) -> list[tuple[str
         except ModelNotFound as exc:
             say(f"skipping {m}: {exc}")
             continue
-        depths = [v.name for v in info.variants if v.kind == "lm-exit"]
+        depths = [v.name for v in info.variants if v.kind == "lm-exit" and not v.extra.get("early_exit")]
         ends = (depths[0], depths[-1]) if depths else ()
         out += [(m, v.name) for v in info.variants
                 if (v.kind != "exit" or v.name == "default") and (v.kind != "lm-exit" or v.name in ends)]

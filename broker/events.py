@@ -128,7 +128,8 @@ class BatchFinished(_Ev):
     part: int | None = None
     next_pool: str | None = None
     forwarded: int = 0
-    # Seconds this batch paid for loading its model or more of its layers, when it did.
+    # Seconds this batch waited for its (model, variant) to be loaded first (a partial load of
+    # an lm-exit depth, a switch to another model); None when the runner was loaded already.
     load_s: float | None = None
 
 
@@ -152,6 +153,7 @@ class WorkerHeartbeat(_Ev):
     inputs: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     device: str = "cpu"
     gpu: dict[str, float] | None = None
+    memory_mb: int | None = None  # the worker's budget for weights and KV cache (--memory-mb)
 
 
 class WorkerStopped(_Ev):

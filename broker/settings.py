@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     # The SDK's client ids start with ``<prefix>-``; empty: the user of ``redis_url`` if it names
     # one, else ``c``. A producer's ACL role may read only the reply streams of its prefix.
     client_prefix: str = ""
+    # A worker's memory budget in MiB for model weights and KV cache (``adaserve worker
+    # --memory-mb``), advertised in its heartbeat so a planner can size batches; unset: none given.
+    worker_memory_mb: int | None = Field(None, gt=0)
 
     @field_validator("namespace")
     @classmethod

@@ -111,6 +111,37 @@ def list_cmd(
     Console().print(table)
 
 
+LM_CANDIDATES = ("ee-lm-xs", "ee-lm-s", "ee-lm-code")
+
+
+@models_app.command("helios-show")
+def helios_show_cmd(
+    names: Annotated[list[str] | None, typer.Argument(help="Models (default: every lm candidate).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help='One JSON object: {"profiles": [...]}.')] = False,
+    plot: Annotated[Path | None, typer.Option(help="Also write a PNG of every profile side by side.")] = None,
+) -> None:
+    """The HELIOS profile of each lm candidate: speed, memory and quality per depth and task."""
+    from rich.console import Console
+
+    from adaserve.broker.errors import ModelNotFound
+    from adaserve.models.lm import helios_report
+    from adaserve.models.lm.helios_profile import load_helios_profile
+    from adaserve.process import cli_error
+
+    try:
+        profiles = [load_helios_profile(n, _data_dir()) for n in names or LM_CANDIDATES]
+    except ModelNotFound as exc:
+        raise cli_error(exc) from None
+    if plot is not None:
+        helios_report.plot(profiles, plot)
+    if as_json:
+        typer.echo(json.dumps({"profiles": [p.model_dump(mode="json") for p in profiles]}))
+        return
+    console = Console(width=240)
+    for p in profiles:
+        console.print(helios_report.table(p))
+
+
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
     app.add_typer(models_app, name="models")

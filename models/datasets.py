@@ -34,7 +34,7 @@ VIDEO_FRAMES = 24  # frames of a served clip; training sees TRAIN_FRAMES of them
 TRAIN_FRAMES = 4
 VIDEO_NOISE = 0.9
 VIDEO_AUDIO_NOISE_DB = -28.0
-LM_MODELS = ("ee-lm-xs", "ee-lm-s")
+LM_MODELS = ("ee-lm-xs", "ee-lm-s", "ee-lm-code")
 PROMPT_LENGTHS = (8, 32)  # language-model prompts: held-out text of 8 to 32 characters
 
 

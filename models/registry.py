@@ -33,6 +33,7 @@ BUILDERS: dict[str, tuple[str, str]] = {
     "ee-audio": ("adaserve.models.ee_audio", "build"),
     "ee-lm-xs": ("adaserve.models.lm", "build_xs"),
     "ee-lm-s": ("adaserve.models.lm", "build_s"),
+    "ee-lm-code": ("adaserve.models.lm", "build_code"),
     "effnet-lite0": ("adaserve.models.effnet", "build"),
     "ee-lm-s-split": ("adaserve.models.lm.split", "build"),
 }

@@ -1,11 +1,12 @@
-"""`adaserve profile [MODEL]`, `adaserve profile show [MODEL]` and `adaserve profiler` (the rq worker)."""
+"""`adaserve profile [MODEL]`, `adaserve profile show [MODEL]`, `adaserve profile helios` and `adaserve
+profiler` (the rq worker)."""
 
 from __future__ import annotations
 
 import enum
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
@@ -47,6 +48,48 @@ def register(app: typer.Typer) -> None:
     profile_app.command("nodes")(nodes)
     app.add_typer(profile_app, name="profile")
     app.command("profiler")(profiler)
+
+
+@profile_app.command("helios")
+def helios(
+    only: Annotated[list[str] | None, typer.Option("--only", help="Model to profile (repeatable; "
+                                                                   "default: every lm candidate).")] = None,
+    repeats: Annotated[int, typer.Option(min=1, help="Timed runs per figure (the median is kept).")] = 5,
+    tau: Annotated[float, typer.Option(min=0.0, max=1.0, help="Confidence threshold of the exits.")] = 0.8,
+    windows: Annotated[int, typer.Option(min=1, help="Held-out windows per task for exit shares.")] = 64,
+    rss: Annotated[bool, typer.Option("--rss/--no-rss", help="Measure resident memory per depth "
+                                                              "(a fresh process each).")] = True,
+    out: Annotated[Path | None, typer.Option(help="Model folders under this dir (e.g. models/zoo); "
+                                                  "default: where the model resolves.")] = None,
+) -> None:
+    """Measure each lm candidate's HELIOS profile per depth and write it as helios.json beside its manifest."""
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+    from adaserve.models.cli import LM_CANDIDATES, _data_dir
+    from adaserve.models.lm.helios_profile import write_helios_profile
+    from adaserve.models.manifest import read_manifest
+    from adaserve.models.registry import find_model
+    from adaserve.profiling.helios import measure_profile
+
+    console = Console(stderr=True)
+    data_dir = _data_dir()
+    with Progress(console=console) as progress:
+        for name in only or LM_CANDIDATES:
+            model_dir = (out / name) if out else find_model(name, data_dir)
+            info = read_manifest(model_dir)
+            task = progress.add_task(f"{name}", total=None)
+
+            def on_step(step: str, t: TaskID = task, n: str = name) -> None:
+                progress.update(t, description=f"{n}: {step}")
+
+            profile = measure_profile(model_dir, info, tau=tau, repeats=repeats, windows=windows, rss=rss,
+                                      on_step=on_step)
+            path = write_helios_profile(model_dir, profile)
+            progress.update(task, description=f"{name}: done", total=1, completed=1)
+            figures = ", ".join(f"d{d.depth} {d.tokens_per_s['1']:.0f}/{d.tokens_per_s['16']:.0f} tok/s"
+                                for d in profile.depths)
+            console.print(f"[green]{name}[/] -> {path}: {figures} (batch 1 / 16)")
 
 
 @profile_app.command("run")

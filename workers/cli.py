@@ -24,6 +24,9 @@ def worker(
                                                                                 "binding with kept device buffers (off: "
                                                                                 "slower for small models, see `adaserve "
                                                                                 "bench gpu`)."),
+    memory_mb: int = typer.Option(0, "--memory-mb", min=0, help="Memory budget in MiB for model weights and KV cache, "
+                                                                 "advertised to planners (HELIOS sizes batches by it; "
+                                                                 "0: ADASERVE_WORKER_MEMORY_MB, else none)."),
     log_level: str = typer.Option("INFO", "--log-level", help="Logging level."),
 ) -> None:
     """Serve batches of one pool until SIGTERM or Ctrl-C, then finish the batches in hand and exit."""
@@ -47,7 +50,7 @@ def worker(
         settings = load_settings()
         config = WorkerConfig(
             pool=pool, device=device or None, slots=slots, threads=threads or None, name=name or None,
-            io_binding=io_binding,
+            io_binding=io_binding, memory_mb=memory_mb or settings.worker_memory_mb,
             models=tuple(m.strip() for m in models.split(",") if m.strip()) or None,
         )
         w = Worker(settings, config)

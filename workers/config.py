@@ -33,6 +33,7 @@ class WorkerConfig:
     max_output_elements: int = 1024
     preload: bool = True
     io_binding: bool = False
+    memory_mb: int | None = None  # budget for weights + KV cache, advertised to planners
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.pool):
@@ -45,6 +46,8 @@ class WorkerConfig:
             raise ConfigError(f"worker name {self.name!r} must be 1-128 characters of [A-Za-z0-9_.:-]")
         if self.resolved_device not in ("cpu", "gpu"):
             raise ConfigError(f"device must be 'cpu' or 'gpu', not {self.resolved_device!r}")
+        if self.memory_mb is not None and self.memory_mb < 1:
+            raise ConfigError(f"memory_mb must be at least 1, not {self.memory_mb}")
         if self.max_output_elements < 0:
             raise ConfigError("max_output_elements must not be negative")
 

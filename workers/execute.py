@@ -62,6 +62,8 @@ class BatchOutcome:
     # The part that runs next when this batch ran a non-last part of a split model; the
     # completed items then carry outputs["intermediate"] for ``forward``.
     next_variant: str | None = None
+    # Seconds the batch waited for its runner to load (a switch of depth or model); None: cached.
+    load_s: float | None = None
 
     @property
     def failed(self) -> list[int]:
@@ -84,6 +86,10 @@ class Executor:
 
     def run(self, batch: Batch) -> BatchOutcome:
         n = len(batch.items)
+        # A plan that moves to another depth or model loads it here, before this batch runs:
+        # the batch waits for the load and is never dropped; the wait is reported as load_s.
+        cached = self.runners.is_loaded(batch.model, batch.plan.variant)
+        t_load = time.perf_counter()
         try:
             loaded = self.runners.loaded(batch.model, batch.plan.variant)
         except (ModelNotFound, ModelLoadError) as exc:
@@ -91,8 +97,11 @@ class Executor:
             now = self._clock.now_ms()
             return BatchOutcome(batch.plan.variant, [ItemOutcome("failed", f"{code}: {exc}") for _ in range(n)],
                                 now, now, 0.0)
+        load_s = None if cached else time.perf_counter() - t_load
         if loaded.generator is not None:
-            return self._generate(batch, loaded.generator)
+            out = self._generate(batch, loaded.generator)
+            out.load_s = load_s
+            return out
         runner, nxt = loaded.runner, loaded.next
         if nxt is not None and not batch.plan.placement.next_pool:
             now = self._clock.now_ms()
@@ -122,7 +131,8 @@ class Executor:
             exec_s += self._run_group(runner, arrays, idx, items, keep)
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
-        return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0, next_variant=nxt)
+        return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0, next_variant=nxt,
+                            load_s=load_s)
 
     def _generate(self, batch: Batch, runner: GenerativeRunner) -> BatchOutcome:
         """All prompts of the batch in one padded run; a prompt that does not fit fails alone."""
@@ -216,13 +226,20 @@ def _generated(out: RunOutput, prompts: list[Prompt], dt: float) -> list[ItemOut
         raise RuntimeError(f"runner returned {len(ids)} generations for {len(prompts)} prompts")
     means = out.confidences if out.confidences is not None else np.full(len(prompts), np.nan)
     exits = out.exits.tolist() if out.exits is not None else [None] * len(prompts)
+    # Per-token outputs beyond tokens and confidence (exit_at_tau; exits of the early-exit
+    # variant) are cut to the request's own count; per-request ones (prompt_ppl) pass as scalars.
+    per_token = [k for k in ("exit_at_tau", "exits") if k in out.outputs]
+    per_request = [k for k in ("prompt_ppl",) if k in out.outputs]
     res = []
     for j, p in enumerate(prompts):
         tok, cf = _rows(ids[j:j + 1, :p.new])[0], _rows(conf[j:j + 1, :p.new].astype(np.float32))[0]
+        rows = {"tokens": tok, "confidence": cf}
+        rows.update({k: _rows(out.outputs[k][j:j + 1, :p.new])[0] for k in per_token})
+        rows.update({k: _rows(out.outputs[k][j:j + 1])[0] for k in per_request})
         first = int(ids[j, 0]) if p.new else None
         res.append(ItemOutcome(
             "completed", prediction=first if p.forward else None,
             confidence=None if np.isnan(means[j]) else float(means[j]),
-            exit=None if (e := exits[j]) is None else int(e), outputs={"tokens": tok, "confidence": cf},
+            exit=None if (e := exits[j]) is None else int(e), outputs=rows,
             exec_ms=dt * 1000.0))
     return res

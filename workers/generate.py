@@ -30,6 +30,7 @@ class Prompt:
     temperature: float
     seed: int
     forward: bool  # next-token prediction (kind "forward")
+    tau: float = float("nan")  # the request's confidence threshold; NaN: the variant's
 
 
 def default_seed(job_id: str, request_id: str) -> int:
@@ -68,7 +69,22 @@ def prompt_of(item: BatchItem, runner: GenerativeRunner) -> Prompt:
     if ids.size + new > block:
         raise InputError(f"a prompt of {ids.size} tokens plus {new} new tokens exceeds the model's "
                          f"context of {block} tokens")
-    return Prompt(ids, new, float(temperature), int(seed), item.kind == "forward")
+    return Prompt(ids, new, float(temperature), int(seed), item.kind == "forward", _tau(item))
+
+
+def _tau(item: BatchItem) -> float:
+    """The request's optional ``tau`` input (float32 [1], advertised in the runner's specs; any one
+    float is taken), NaN when it names none."""
+    t = item.inputs.get("tau")
+    if t is None:
+        return float("nan")
+    dtype = np.dtype(t.dtype)
+    if dtype.kind != "f" or len(t.data) != dtype.itemsize:
+        raise InputError(f"'tau' must be one float; got {t.dtype} {list(t.shape)}")
+    tau = float(np.frombuffer(t.data, dtype=dtype.newbyteorder("<"))[0])
+    if not 0.0 <= tau <= 1.0:
+        raise InputError(f"'tau' must lie in 0..1, got {tau}")
+    return tau
 
 
 def pack(prompts: Sequence[Prompt], pad_id: int) -> dict[str, np.ndarray]:
@@ -82,4 +98,5 @@ def pack(prompts: Sequence[Prompt], pad_id: int) -> dict[str, np.ndarray]:
         "max_new_tokens": np.array([p.new for p in prompts], dtype=np.int64),
         "temperature": np.array([p.temperature for p in prompts], dtype=np.float64),
         "seed": np.array([p.seed for p in prompts], dtype=np.uint64),
+        "tau": np.array([p.tau for p in prompts], dtype=np.float64),
     }

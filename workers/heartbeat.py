@@ -33,7 +33,9 @@ class Heartbeat:
         self, settings: Settings, *, worker: str, pool: str, device: str, slots: Slots,
         models: Callable[[], list[str]], clock: ServerClock, gpu: GpuMonitor | None = None,
         inputs: Callable[[], dict[str, dict[str, dict[str, object]]]] = dict, outage: Outage | None = None,
+        memory_mb: int | None = None,
     ) -> None:
+        self.memory_mb = memory_mb
         self._s = settings
         # shared with the reader: an outage is logged once for the whole worker
         self._outage = outage or Outage(f"worker {worker}", max_s=settings.max_outage_s, logger=log)
@@ -55,7 +57,7 @@ class Heartbeat:
             ts=self._clock.now_ms(), worker=self.worker, pool=self.pool,
             slots=0 if self.draining else self._slots.total, busy=self._slots.busy(),
             models=self._models(), inputs=self._inputs(), device=self.device,
-            gpu=self._gpu.figures() if self._gpu is not None else None,
+            gpu=self._gpu.figures() if self._gpu is not None else None, memory_mb=self.memory_mb,
         )
 
     def beat(self) -> WorkerHeartbeat:

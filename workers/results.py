@@ -70,6 +70,8 @@ def finished(
              "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
              "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,
              "part": batch.plan.placement.part}
+    if outcome.load_s is not None:
+        event["load_s"] = outcome.load_s
     return packed, packb(event)
 
 

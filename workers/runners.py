@@ -1,5 +1,9 @@
 """Runners cached per (model, variant), loaded once; failed loads are remembered for a while.
 
+With a memory budget (``--memory-mb``), loading a runner evicts the least recently used others
+until the weights held fit (HELIOS: a worker moved to another depth or model does not keep the old
+one's layers); a batch still running on an evicted runner holds its own reference and finishes.
+
 A batch naming a model that is not built must not make every following batch pay a disk search,
 and a corrupt artifact must not be re-parsed for every batch, hence the negative cache. What a
 runner can do (generate, hand on to a next part, its input specs) is read once, when it is
@@ -44,8 +48,10 @@ class Loaded:
 class RunnerCache:
     def __init__(
         self, load: Loader, *, device: str, data_dir: Path, threads: int | None = None,
-        retry_s: float = 30.0, io_binding: bool = False,
+        retry_s: float = 30.0, io_binding: bool = False, memory_bytes: int | None = None,
     ) -> None:
+        self._budget = memory_bytes
+        self._used: dict[tuple[str, str], float] = {}  # last use, kept only under a budget
         self._load = load
         self._device = device
         self._data_dir = data_dir
@@ -69,11 +75,16 @@ class RunnerCache:
         """The runner for ``model``/``variant``; raises ``ModelNotFound`` or ``ModelLoadError``."""
         return self.loaded(model, variant).runner
 
+    def is_loaded(self, model: str, variant: str = "default") -> bool:
+        return (model, variant) in self._runners
+
     def loaded(self, model: str, variant: str = "default") -> Loaded:
         """The runner for ``model``/``variant`` with its capabilities; raises like ``get``."""
         key = (model, variant)
         entry = self._runners.get(key)
         if entry is not None:
+            if self._budget is not None:
+                self._used[key] = time.monotonic()
             return entry
         with self._lock:  # one load per key even if the heartbeat asks at the same time
             entry = self._runners.get(key)
@@ -96,9 +107,31 @@ class RunnerCache:
                 # The runner knows the variant "default" stands for; cache it under that name too.
                 self._runners.setdefault((model, runner.variant), entry)
                 self._failed.pop(key, None)
+                if self._budget is not None:
+                    self._used[key] = self._used[(model, runner.variant)] = time.monotonic()
+                    self._evict(keep=entry)
                 return entry
             self._failed[key] = (time.monotonic(), err)
             raise err
+
+    def held_bytes(self) -> int:
+        """Weight bytes of the runners held (each once, whatever its aliases); runners that do not
+        say (``weight_bytes``) count 0."""
+        runners = {id(e.runner): e.runner for e in self._snapshot().values()}
+        return sum(int(getattr(r, "weight_bytes", 0)) for r in runners.values())
+
+    def _evict(self, keep: Loaded) -> None:
+        assert self._budget is not None
+        while self.held_bytes() > self._budget:
+            victims = [k for k, e in self._runners.items() if e is not keep]
+            if not victims:
+                return  # the one just loaded alone exceeds the budget: it is served anyway
+            oldest = min(victims, key=lambda k: self._used.get(k, 0.0))
+            gone = self._runners[oldest].runner
+            for k in [k for k, e in self._runners.items() if e.runner is gone]:
+                del self._runners[k]
+                self._used.pop(k, None)
+            log.info("evicted %s/%s to stay within the memory budget", oldest[0], oldest[1])
 
     def models(self) -> list[str]:
         return sorted({m for m, _ in self._snapshot()})

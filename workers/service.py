@@ -80,13 +80,16 @@ class Worker:
             from adaserve.workers.runtime import load_runner
 
             load = load_runner
+        memory_mb = self.config.memory_mb or self.settings.worker_memory_mb
         self.runners = RunnerCache(load, device=self.device, data_dir=self.settings.data_dir,
-                                   threads=self.config.threads, io_binding=self.config.io_binding)
+                                   threads=self.config.threads, io_binding=self.config.io_binding,
+                                   memory_bytes=memory_mb * 2**20 if memory_mb else None)
         self._advertised = self._preload(on_load)
         gpu = GpuMonitor.open() if self.device == "gpu" else None
         self._heartbeat = Heartbeat(self.settings, worker=self.id, pool=self.pool, device=self.device,
                                     slots=self.slots, models=self.models, clock=self.clock, gpu=gpu,
-                                    inputs=self.runners.inputs, outage=self.outage)
+                                    inputs=self.runners.inputs, outage=self.outage,
+                                    memory_mb=memory_mb)
         ride_out(self._heartbeat.beat, self.outage, stop=stop)
         self._heartbeat.start()
         self._started = True

@@ -1,7 +1,9 @@
-"""Early-exit character-level GPTs (``ee-lm-xs``, ``ee-lm-s``) for HELIOS-style serving.
+"""Early-exit character-level GPTs (``ee-lm-xs``, ``ee-lm-s``, ``ee-lm-code``) for HELIOS serving.
 
-``build_xs``/``build_s`` are the zoo builders; ``corpus`` holds the data, ``gpt`` the network,
-``weights`` the per-layer files, ``prompts`` real held-out prompts for producers and the profiler.
+``build_xs``/``build_s``/``build_code`` are the zoo builders; ``corpus`` holds the data, ``gpt`` the network,
+``weights`` the per-layer files, ``prompts`` real held-out prompts for producers and the profiler
+(and HELIOS's drifting stream), ``insight`` what every exit says about each token (exit shares,
+Insight 1), ``helios_profile`` the offline per-depth profile planners read.
 Builders are imported lazily so that reading prompts does not import torch.
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["build_s", "build_xs"]
+__all__ = ["build_code", "build_s", "build_xs"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,10 @@
-"""Builders of ``ee-lm-xs`` and ``ee-lm-s``: train on tiny-shakespeare, store per layer, evaluate per exit."""
+"""Builders of the ``lm`` family (``ee-lm-xs``, ``ee-lm-s``, ``ee-lm-code``): train on a weighted mix
+of the two corpora, store per layer, evaluate every exit on both held-out tails.
+
+All three share one character vocabulary (``corpus.SHARED_VOCAB``) so that any of them can serve
+any prompt: HELIOS chooses among them at run time. ``ee-lm-s`` and ``ee-lm-xs`` are trained mostly
+on Shakespeare, ``ee-lm-code`` (twice as deep, an exit every two layers) mostly on Python.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +17,17 @@ import rich.progress
 import safetensors
 import torch
 
-from adaserve.models.lm.corpus import SOURCE, load_corpus
+from adaserve.models.lm.corpus import PYTHON_SOURCE, SHARED_VOCAB, SOURCE, TASKS, load_task
 from adaserve.models.lm.gpt import GptConfig
-from adaserve.models.lm.train import TrainConfig, evaluate_exits, new_gpt, train
+from adaserve.models.lm.train import ExitStats, TrainConfig, evaluate_exits, new_gpt, train
 from adaserve.models.lm.weights import depth_artifacts, save_layers
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
 
 PROMPT_LEN = 32
 MAX_NEW_TOKENS = 16
 PAD_ID = -1
+TAU = 0.8  # the default confidence threshold of the exits (HELIOS's tau)
+FAMILY = "lm"
 
 
 @dataclass(frozen=True)
@@ -30,19 +38,34 @@ class LmSpec:
     n_head: int
     block_size: int
     train: TrainConfig
-    eval_windows: int | None  # None: the whole held-out tail
+    eval_windows: int | None  # None: the whole held-out tail of each task
+    mix: tuple[tuple[str, float], ...] = (("shakespeare", 1.0),)  # training share per task
+    exit_every: int = 1
+
+    @property
+    def exits(self) -> tuple[int, ...]:
+        return tuple(range(self.exit_every, self.n_layer + 1, self.exit_every))
+
+    @property
+    def main_task(self) -> str:
+        return max(self.mix, key=lambda tw: tw[1])[0]
 
 
-XS = LmSpec("ee-lm-xs", 2, 64, 4, 64, TrainConfig(steps=1500, batch_size=32, lr=3e-3), None)
+SHAKESPEARE_MIX = (("shakespeare", 0.85), ("python", 0.15))
+XS = LmSpec("ee-lm-xs", 2, 64, 4, 64, TrainConfig(steps=1200, batch_size=32, lr=3e-3), None,
+            SHAKESPEARE_MIX)
 # Deeper exits weigh more in the loss: with equal weights exits 3 and 4 ended level (5.82, 5.83).
 S = LmSpec("ee-lm-s", 4, 128, 4, 128,
-           TrainConfig(steps=1000, batch_size=32, lr=3e-3, deep_weighted=True), None)
+           TrainConfig(steps=700, batch_size=32, lr=3e-3, deep_weighted=True), None, SHAKESPEARE_MIX)
+CODE = LmSpec("ee-lm-code", 8, 128, 4, 128,
+              TrainConfig(steps=600, batch_size=32, lr=3e-3, deep_weighted=True), None,
+              (("python", 0.75), ("shakespeare", 0.25)), exit_every=2)
 TINY = TrainConfig(steps=40, batch_size=16, lr=3e-3, warmup=5)
 
 
 def tiny_spec(spec: LmSpec) -> LmSpec:
-    """Same depth (so every variant exists), narrow and briefly trained: seconds, for CI."""
-    return LmSpec(spec.name, spec.n_layer, 32, 2, 48, TINY, 40)
+    """Same depth and exits (so every variant exists), narrow and briefly trained: seconds, for CI."""
+    return LmSpec(spec.name, spec.n_layer, 32, 2, 48, TINY, 40, spec.mix, spec.exit_every)
 
 
 def build_lm(spec: LmSpec, out_dir: Path, *, tiny: bool, seed: int,
@@ -62,46 +85,67 @@ def build_lm(spec: LmSpec, out_dir: Path, *, tiny: bool, seed: int,
 def _build(spec: LmSpec, out_dir: Path, *, tiny: bool, seed: int,
            progress: rich.progress.Progress) -> ModelInfo:
     torch.manual_seed(seed)
-    corpus = load_corpus()
-    config = GptConfig(corpus.vocab.size, spec.block_size, spec.n_layer, spec.n_embd, spec.n_head)
-    model = new_gpt(config, seed)
+    config = GptConfig(SHARED_VOCAB.size, spec.block_size, spec.n_layer, spec.n_embd, spec.n_head)
+    model = new_gpt(config, seed, spec.exits)
     task = progress.add_task(f"{spec.name}: training", total=spec.train.steps)
 
     def on_step(step: int, loss: float) -> None:
         progress.update(task, completed=step + 1, description=f"{spec.name}: loss {loss:.3f}")
 
-    seconds = train(model, corpus.train, spec.train, seed, on_step)
+    sources = [(load_task(t).train, w) for t, w in spec.mix]
+    seconds = train(model, sources, spec.train, seed, on_step)
     progress.update(task, description=f"{spec.name}: evaluating exits")
-    stats = evaluate_exits(model, corpus.val, spec.eval_windows)
-    save_layers(model, out_dir, corpus.vocab.chars)
+    stats = {t: evaluate_exits(model, load_task(t).val, spec.eval_windows) for t in TASKS}
+    save_layers(model, out_dir, SHARED_VOCAB.chars)
     progress.update(task, description=f"{spec.name}: done")
+    return _info(spec, config, model_params(model), stats, seconds, tiny, seed, out_dir)
 
-    params = sum(p.numel() for p in model.parameters())
+
+def model_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _info(spec: LmSpec, config: GptConfig, params: int, stats: dict[str, list[ExitStats]],
+          seconds: float, tiny: bool, seed: int, out_dir: Path) -> ModelInfo:
+    main = stats[spec.main_task]
+    tokens = {"tokens": InputSpec(shape=(PROMPT_LEN,), dtype="int64")}
+    common = {"max_new_tokens": MAX_NEW_TOKENS, "pad_id": PAD_ID, "tau": TAU}
     variants = [
         VariantInfo(
-            name=f"depth{s.depth}", kind="lm-exit", artifacts=depth_artifacts(s.depth),
-            inputs={"tokens": InputSpec(shape=(PROMPT_LEN,), dtype="int64")},
-            metric="perplexity", quality=round(s.perplexity, 4),
-            extra={"depth": s.depth, "max_new_tokens": MAX_NEW_TOKENS, "pad_id": PAD_ID,
+            name=f"depth{s.depth}", kind="lm-exit", artifacts=depth_artifacts(s.depth, spec.exits),
+            inputs=tokens, metric="perplexity", quality=round(s.perplexity, 4),
+            extra={"depth": s.depth, **common,
+                   "perplexity": {t: round(st[j].perplexity, 4) for t, st in stats.items()},
                    "mean_confidence": round(float(s.mean_confidence), 4),
                    "agree_with_last": round(float(s.agree_with_last), 4)},
         )
-        for s in stats
+        for j, s in enumerate(main)
     ]
+    deepest = spec.exits[-1]
+    variants.append(VariantInfo(
+        name="early-exit", kind="lm-exit", artifacts=depth_artifacts(deepest, spec.exits), inputs=tokens,
+        metric="perplexity", quality=variants[-1].quality,
+        extra={"depth": deepest, "early_exit": True, **common},
+    ))
+    mix = ", ".join(f"{int(w * 100)} % {t}" for t, w in spec.mix)
     info = ModelInfo(
-        name=spec.name, family="ee-lm", task="text-generation",
+        name=spec.name, family=FAMILY, task="text-generation",
         description=(f"character-level GPT, {spec.n_layer} layers x {spec.n_embd}, an exit head after "
-                     f"every layer; variant depthK loads only the first K layers ({params:,} "
-                     "parameters in all)"),
-        labels=list(corpus.vocab.chars), default_variant=f"depth{spec.n_layer}", variants=variants,
+                     f"every {'layer' if spec.exit_every == 1 else f'{spec.exit_every} layers'}, trained "
+                     f"on {mix}; variant depthK loads only the first K layers, early-exit all of them "
+                     f"with per-token exits at tau ({params:,} parameters in all)"),
+        labels=list(SHARED_VOCAB.chars), default_variant=f"depth{deepest}", variants=variants,
         train={"seed": seed, "tiny": tiny, "steps": spec.train.steps, "batch_size": spec.train.batch_size,
                "lr": spec.train.lr, "deep_weighted_exits": spec.train.deep_weighted,
+               "mix": dict(spec.mix), "exits": list(spec.exits), "main_task": spec.main_task,
                "seconds": round(seconds, 1), "parameters": params,
-               "config": config.to_dict(), "held_out_tokens": stats[0].tokens,
-               "metrics": {f"depth{s.depth}": {"perplexity": round(s.perplexity, 4)} for s in stats}},
+               "config": config.to_dict(), "held_out_tokens": {t: st[0].tokens for t, st in stats.items()},
+               "metrics": {f"depth{s.depth}": {f"perplexity_{t}": round(st[j].perplexity, 4)
+                                               for t, st in stats.items()}
+                           for j, s in enumerate(main)}},
         versions={"torch": torch.__version__, "safetensors": safetensors.__version__,
                   "numpy": np.__version__, "python": platform.python_version()},
-        source=SOURCE + "; split: first 90 % train, last 10 % held out",
+        source=f"{SOURCE}; {PYTHON_SOURCE}; each split: first 90 % train, last 10 % held out",
     )
     info.hashes = artifact_hashes(out_dir, info)
     return info
@@ -115,3 +159,8 @@ def build_xs(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Pr
 def build_s(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progress) -> ModelInfo:
     """``ee-lm-s``: 4 layers x 128, exits after each of the 4 layers."""
     return build_lm(S, out_dir, tiny=tiny, seed=seed, progress=progress)
+
+
+def build_code(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progress) -> ModelInfo:
+    """``ee-lm-code``: 8 layers x 128, exits after layers 2, 4, 6 and 8, mostly Python."""
+    return build_lm(CODE, out_dir, tiny=tiny, seed=seed, progress=progress)

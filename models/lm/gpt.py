@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -67,6 +67,18 @@ class Block(nn.Module):
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
         x = x + self.out(F.gelu(self.fc(self.ln2(x))))
         return x, (k, v)
+
+    def kv_only(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor]
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """This layer's keys and values of ``x`` appended to ``cache``; ``x`` passes unchanged.
+
+        The per-token early exit fills a skipped layer's cache this way, from the hidden state
+        copied up from the exit (as CALM does), at the cost of one projection, not the block.
+        """
+        b, t, c = x.shape
+        _, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (k, v))
+        return x, (torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2))
 
 
 class ExitHead(nn.Module):
@@ -147,3 +159,53 @@ class EarlyExitGpt(nn.Module):
 
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         return self.exits[str(self.exit_depths[-1])](h)
+
+    def prefill_exits(self, idx: torch.Tensor, valid: torch.Tensor
+                      ) -> tuple[dict[int, torch.Tensor], KvCache, torch.Tensor, torch.Tensor]:
+        """Like ``prefill``, but the last position's logits at every loaded exit, and the deepest
+        exit's logits at every position [B, T, V] (the prompt's own perplexity comes from them)."""
+        t = idx.shape[1]
+        pos = (valid.long().cumsum(1) - 1).clamp(min=0)
+        causal = torch.ones(t, t, dtype=torch.bool, device=idx.device).tril()
+        eye = torch.eye(t, dtype=torch.bool, device=idx.device)
+        mask = (causal & (valid[:, None, :] | eye))[:, None, :, :]
+        x = self.tok(idx.clamp(min=0)) + self.pos(pos)
+        cache: KvCache = []
+        last: dict[int, torch.Tensor] = {}
+        for i, block in enumerate(self.blocks, start=1):
+            x, kv = block(x, mask)
+            cache.append(kv)
+            if str(i) in self.exits and i != self.depth:
+                last[i] = self.exits[str(i)](x[:, -1])
+        full = self._head(x)
+        last[self.depth] = full[:, -1]
+        return last, cache, pos[:, -1], full
+
+    def step_exits(self, tok: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor, cache: KvCache,
+                   early_tau: torch.Tensor | None = None) -> tuple[dict[int, torch.Tensor], KvCache]:
+        """One generated token per row; the logits at every loaded exit the step computed.
+
+        With ``early_tau`` [B] (per-token early exit), a row whose top-1 probability at an exit is
+        >= its tau leaves there: deeper blocks see its hidden state copied up unchanged (they only
+        add its keys and values to their cache), and once every row has left, the remaining
+        layers run ``kv_only`` and their exits are not computed.
+        """
+        x = self.tok(tok)[:, None, :] + self.pos(pos)[:, None, :]
+        mask = valid[:, None, None, :]
+        done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+        new: KvCache = []
+        logits: dict[int, torch.Tensor] = {}
+        blocks = cast("list[Block]", list(self.blocks))
+        for i, (block, kv) in enumerate(zip(blocks, cache), start=1):
+            if early_tau is not None and bool(done.all()):
+                x, kv2 = block.kv_only(x, kv)
+                new.append(kv2)
+                continue
+            x2, kv2 = block(x, mask, kv)
+            x = x2 if early_tau is None else torch.where(done[:, None, None], x, x2)
+            new.append(kv2)
+            if str(i) in self.exits:
+                logits[i] = self.exits[str(i)](x[:, -1])
+                if early_tau is not None:
+                    done |= torch.softmax(logits[i].float(), -1).max(-1).values >= early_tau
+        return logits, new

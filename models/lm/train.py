@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,20 +41,36 @@ class ExitStats:
     tokens: int
 
 
-def train(model: EarlyExitGpt, ids: np.ndarray, cfg: TrainConfig, seed: int,
+Sources = Sequence[tuple[np.ndarray, float]]
+
+
+def train(model: EarlyExitGpt, ids: np.ndarray | Sources, cfg: TrainConfig, seed: int,
           on_step: Callable[[int, float], None] | None = None) -> float:
-    """Train all exits jointly (weighted mean of their losses); returns the wall time in seconds."""
+    """Train all exits jointly (weighted mean of their losses); returns the wall time in seconds.
+
+    ``ids`` is one token sequence or several ``(ids, weight)``: then each training window is drawn
+    from a source chosen with probability proportional to its weight (a mixture of corpora).
+    """
     rng = np.random.default_rng(seed)
     block = model.config.block_size
+    sources = [(ids, 1.0)] if isinstance(ids, np.ndarray) else list(ids)
+    p = np.array([w for _, w in sources], dtype=np.float64)
+    p /= p.sum()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
                             betas=(0.9, 0.99))
     weights = exit_weights(model.exit_depths, cfg.deep_weighted)
     model.train()
     t0 = time.perf_counter()
     for step in range(cfg.steps):
-        starts = rng.integers(0, len(ids) - block - 1, size=cfg.batch_size)
-        x = torch.from_numpy(np.stack([ids[s:s + block] for s in starts]))
-        y = torch.from_numpy(np.stack([ids[s + 1:s + block + 1] for s in starts]))
+        which = rng.choice(len(sources), size=cfg.batch_size, p=p) if len(sources) > 1 else \
+            np.zeros(cfg.batch_size, dtype=np.int64)
+        wins = []
+        for src in which:
+            data = sources[int(src)][0]
+            s0 = int(rng.integers(0, len(data) - block - 1))
+            wins.append(data[s0:s0 + block + 1])
+        win = np.stack(wins)
+        x, y = torch.from_numpy(win[:, :-1].copy()), torch.from_numpy(win[:, 1:].copy())
         for group in opt.param_groups:
             group["lr"] = _lr(step, cfg)
         logits = model.train_logits(x)
@@ -113,8 +129,8 @@ def evaluate_exits(model: EarlyExitGpt, ids: np.ndarray, max_windows: int | None
             for j, d in enumerate(depths)]
 
 
-def new_gpt(config: GptConfig, seed: int) -> EarlyExitGpt:
+def new_gpt(config: GptConfig, seed: int, exits: tuple[int, ...] | None = None) -> EarlyExitGpt:
     torch.manual_seed(seed)
-    model = EarlyExitGpt(config)
+    model = EarlyExitGpt(config, exits=exits)
     model.init_weights(torch.Generator().manual_seed(seed))
     return model

@@ -3,7 +3,9 @@
 Layout of a model directory:
 ``config.json`` (architecture + vocabulary), ``embeddings.safetensors`` (token and position tables),
 ``block{i}.safetensors`` for i in 1..n_layer, ``exit{i}.safetensors`` for each exit head.
-Depth ``k`` needs config, embeddings, blocks 1..k and exit k; nothing else is opened.
+Depth ``k`` (an exit) needs config, embeddings, blocks 1..k and every exit head up to k (a few
+kilobytes each: a runner reads all of them to tell at which exit each token would have been
+confident); nothing deeper is opened.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ def exit_file(i: int) -> str:
     return f"exit{i}.safetensors"
 
 
-def depth_artifacts(depth: int) -> list[str]:
-    """Files that serving depth ``depth`` reads (relative to the model directory)."""
-    return [CONFIG, EMBEDDINGS, *(block_file(i) for i in range(1, depth + 1)), exit_file(depth)]
+def depth_artifacts(depth: int, exits: tuple[int, ...] | None = None) -> list[str]:
+    """Files that serving depth ``depth`` reads (relative to the model directory); ``exits`` are
+    the model's exit depths (default: one after every layer)."""
+    heads = [e for e in (exits or range(1, depth + 1)) if e <= depth]
+    return [CONFIG, EMBEDDINGS, *(block_file(i) for i in range(1, depth + 1)), *(exit_file(e) for e in heads)]
 
 
 def _strip(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
@@ -66,11 +70,23 @@ def read_config(model_dir: Path) -> tuple[GptConfig, tuple[str, ...]]:
     return GptConfig.from_dict(raw), tuple(raw["chars"])
 
 
-def load_depth(model_dir: Path, depth: int) -> tuple[EarlyExitGpt, list[str]]:
-    """Build the model up to ``depth`` from its files alone; returns it and the files read."""
+def read_exits(model_dir: Path) -> tuple[int, ...]:
+    """The exit depths the model was trained with (``config.json``)."""
     config, _ = read_config(model_dir)
-    model = EarlyExitGpt(config, depth=depth, exits=(depth,))
-    files = depth_artifacts(depth)
+    raw = json.loads((model_dir / CONFIG).read_text())
+    return tuple(int(e) for e in raw.get("exits", range(1, config.n_layer + 1)))
+
+
+def load_depth(model_dir: Path, depth: int) -> tuple[EarlyExitGpt, list[str]]:
+    """Build the model up to ``depth`` (one of its exits) from its files alone, with every exit
+    head up to ``depth``; returns it and the files read."""
+    config, _ = read_config(model_dir)
+    all_exits = read_exits(model_dir)
+    if depth not in all_exits:
+        raise ModelNotFound(f"{model_dir.name} has no exit at depth {depth} (exits: {list(all_exits)})")
+    exits = tuple(e for e in all_exits if e <= depth)
+    model = EarlyExitGpt(config, depth=depth, exits=exits)
+    files = depth_artifacts(depth, exits)
     state: dict[str, torch.Tensor] = {}
     for name in files[1:]:
         path = model_dir / name
@@ -82,6 +98,6 @@ def load_depth(model_dir: Path, depth: int) -> tuple[EarlyExitGpt, list[str]]:
         elif name.startswith("block"):
             state.update({f"blocks.{int(name[5:-12]) - 1}.{k}": v for k, v in tensors.items()})
         else:
-            state.update({f"exits.{depth}.{k}": v for k, v in tensors.items()})
+            state.update({f"exits.{int(name[4:-12])}.{k}": v for k, v in tensors.items()})
     model.load_state_dict(state, strict=True)
     return model.eval(), files

@@ -51,7 +51,7 @@ def test_language_model_depth(lm_data_dir: Path) -> None:
 
 def test_every_variant_of_a_model(lm_data_dir: Path) -> None:
     p = profile_model("ee-lm-xs", "cpu", lm_data_dir, TINY)
-    assert {q.variant for q in p.quality} == {"depth1", "depth2"}
+    assert {q.variant for q in p.quality} == {"depth1", "depth2", "early-exit"}
     assert p.latency_ms("depth2", "cpu", 3) is not None
 
 

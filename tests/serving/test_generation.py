@@ -103,7 +103,7 @@ def test_admission_rejects_prompts_and_budgets_that_do_not_fit(settings: Setting
     assert "takes 1 to 63" in reasons["too_long"].reason
     assert "40 tokens plus 30 new tokens exceeds the context of 64" in reasons["no_room"].reason
     assert "max_new_tokens 100 is more than the 63" in reasons["too_many"].reason
-    assert "token ids must lie in 0..64" in reasons["bad_ids"].reason
+    assert "token ids must lie in 0..96" in reasons["bad_ids"].reason
     assert reasons["not_an_lm"].reason.startswith("unsupported:")
 
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from adaserve.broker import Keys, Settings
+from adaserve.broker.codec import decode
 from adaserve.workers.runtime.base import gpu_present
 
 
@@ -25,13 +26,15 @@ def worker_env(settings: Settings, **extra: str) -> dict[str, str]:
 def test_sigterm_leaves_cleanly(settings: Settings, r) -> None:
     keys = Keys(settings.namespace)
     proc = subprocess.Popen([sys.executable, "-m", "adaserve", "worker", "--pool", "cpu", "--name", "w-term"],
-                            env=worker_env(settings), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            env=worker_env(settings, ADASERVE_WORKER_MEMORY_MB="48"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         end = time.monotonic() + 60
         while r.hget(keys.workers, "w-term") is None:
             assert proc.poll() is None, proc.stdout.read().decode()  # type: ignore[union-attr]
             assert time.monotonic() < end, "the worker never sent a heartbeat"
             time.sleep(0.05)
+        assert decode(r.hget(keys.workers, "w-term")).memory_mb == 48  # the budget from the environment
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     finally:

@@ -15,7 +15,8 @@ def test_defaults_and_ids() -> None:
     assert WorkerConfig(name="w1").worker_id() == "w1"
 
 
-@pytest.mark.parametrize("kw", [{"slots": 0}, {"threads": 0}, {"pool": "a b"}, {"name": "x" * 200}, {"device": "tpu"}])
+@pytest.mark.parametrize("kw", [{"slots": 0}, {"threads": 0}, {"pool": "a b"}, {"name": "x" * 200}, {"device": "tpu"},
+                                {"memory_mb": 0}])
 def test_bad_options_are_refused(kw: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         WorkerConfig(**kw)  # type: ignore[arg-type]

@@ -183,3 +183,34 @@ def test_finite_answers_to_non_finite_inputs_complete() -> None:
 
     out = _executor(NanAware()).run(_batch(np.array([np.nan, 2.0], np.float32)))
     assert out.items[0].status == "completed" and out.items[0].prediction == 1
+
+
+class Sized(Doubler):
+    def __init__(self, variant: str, weight_bytes: int) -> None:
+        super().__init__()
+        self.variant, self.weight_bytes = variant, weight_bytes
+
+
+def test_a_batch_that_loads_its_runner_reports_the_load_time() -> None:
+    cache = RunnerCache(lambda m, v, d, dd: Sized(v, 10), device="cpu", data_dir=None)  # type: ignore[arg-type]
+    ex = Executor(cache, ServerClock())
+    first = ex.run(_batch(np.zeros(2, np.int64)))
+    again = ex.run(_batch(np.zeros(2, np.int64)))
+    assert first.load_s is not None and first.load_s >= 0 and again.load_s is None
+    assert first.failed == again.failed == []
+
+
+def test_a_memory_budget_evicts_the_least_recently_used_runner() -> None:
+    cache = RunnerCache(lambda m, v, d, dd: Sized(v, 60), device="cpu", data_dir=None,  # type: ignore[arg-type]
+                        memory_bytes=130)
+    a = cache.get("m", "a")
+    cache.get("m", "b")
+    cache.get("m", "a")  # a used last: b is the one to go
+    cache.get("m", "c")
+    assert cache.variants() == [("m", "a"), ("m", "c")] and cache.held_bytes() == 120
+    assert cache.get("m", "a") is a  # still held, not loaded again
+    big = RunnerCache(lambda m, v, d, dd: Sized(v, 500), device="cpu", data_dir=None,  # type: ignore[arg-type]
+                      memory_bytes=130)
+    big.get("m", "a")
+    big.get("m", "b")
+    assert big.variants() == [("m", "b")]  # alone over the budget, it is still served

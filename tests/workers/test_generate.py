@@ -49,7 +49,7 @@ def test_the_lm_runner_is_a_generator_and_advertises_its_limits(runner: Any) -> 
     assert isinstance(runner, GenerativeRunner)
     assert runner.specs["tokens"].shape == (-1,)
     assert runner.input_limits["tokens"] == {"max_length": 63, "context": 64, "max_new_tokens": 63,
-                                             "default_new_tokens": 16, "vocab_size": 65, "pad_id": -1}
+                                             "default_new_tokens": 16, "vocab_size": 97, "pad_id": -1}
 
 
 def test_a_prompt_takes_its_request_settings(runner: Any) -> None:
@@ -64,8 +64,8 @@ def test_a_prompt_takes_its_request_settings(runner: Any) -> None:
     (np.array([1.0, 2.0]), None, "integer ids of one prompt"),
     (np.zeros((2, 3), np.int64), None, "integer ids of one prompt"),
     (np.zeros(0, np.int64), None, "integer ids of one prompt"),
-    (np.array([1, 65]), None, "token ids must lie in 0..64"),
-    (np.array([-1, 3]), None, "token ids must lie in 0..64"),
+    (np.array([1, 97]), None, "token ids must lie in 0..96"),
+    (np.array([-1, 3]), None, "token ids must lie in 0..96"),
     (np.ones(50, np.int64), None, "50 tokens plus 16 new tokens exceeds the model's context of 64"),
     (np.ones(2, np.int64), 64, "max_new_tokens 64 is more than the 63"),
 ])
@@ -97,7 +97,7 @@ def test_one_run_for_the_batch_and_a_bad_prompt_fails_alone(runner: Any) -> None
     items = [_item(t, f"r{i}", kind, n) for i, (t, n, kind) in enumerate(rows)]
     out = executor.run(Batch(id="b", model=LM, plan=Plan(), items=items, dispatched_ms=0.0))
     assert [i.status for i in out.items] == ["completed", "failed", "completed", "failed", "completed"]
-    assert "token ids must lie in 0..64" in out.items[1].reason
+    assert "token ids must lie in 0..96" in out.items[1].reason
     assert "50 tokens plus 20 new tokens" in out.items[3].reason
     (call,) = spy.calls  # a 60-token prompt and a 40-token generation share one run
     assert call["tokens"].shape == (3, 60) and call["max_new_tokens"].tolist() == [40, 4, 1]
@@ -110,3 +110,19 @@ def test_one_run_for_the_batch_and_a_bad_prompt_fails_alone(runner: Any) -> None
         assert got.confidence == pytest.approx(float(alone.confidences[0]), rel=1e-4)
     fwd = out.items[4]
     assert fwd.prediction == fwd.outputs["tokens"].to_numpy()[0] and fwd.outputs["tokens"].shape == [1]
+
+
+def test_a_request_may_carry_its_own_tau(runner: Any) -> None:
+    assert runner.specs["tau"].shape == (1,) and runner.specs["tau"].dtype == "float32"
+    item = _item(np.array([5, 6, 7]), new=4)
+    plain = prompt_of(item, runner)
+    assert np.isnan(plain.tau)
+    own = item.model_copy(update={"inputs": {**item.inputs, "tau": Tensor.from_numpy(np.array([0.3], np.float32))}})
+    assert prompt_of(own, runner).tau == pytest.approx(0.3)
+    feed = pack([plain, prompt_of(own, runner)], -1)
+    out = runner.run(feed)
+    hit = out.outputs["exit_at_tau"]
+    assert hit.shape == (2, 4) and set(np.unique(hit)) <= {0, 1, 2}
+    bad = item.model_copy(update={"inputs": {**item.inputs, "tau": Tensor.from_numpy(np.array([1.5], np.float32))}})
+    with pytest.raises(InputError, match="tau"):
+        prompt_of(bad, runner)

@@ -9,9 +9,15 @@ Input contract (one batch, stacked along axis 0):
   variant's ``extra["max_new_tokens"]``. The batch generates up to its largest value.
 * ``temperature`` (optional): float [B], 0 = greedy; ``seed`` (optional): int [B], the seed of
   each sampling row's generator (see ``sampling``).
+* ``tau`` (optional): float [B] or a scalar, the confidence threshold of the exits; default the
+  variant's ``extra["tau"]`` (0.8 when it has none). NaN in a row means that default.
 
 Generation is in lockstep: every token of every request leaves at the loaded depth, so there is
-no per-token synchronisation (as in HELIOS). Positions count each prompt's real tokens only, so a
+no per-token synchronisation (as in HELIOS). The ``early-exit`` variant (``extra["early_exit"]``,
+all layers loaded) is the static EE-LLM-style baseline instead: each token leaves at its first exit
+whose top-1 probability is >= tau, and a skipped layer's keys and values for that position come from
+the exit's hidden state copied upward (CALM's choice; see ``gpt.EarlyExitGpt.step_exits``); the
+batch steps as long as its deepest token needs. Positions count each prompt's real tokens only, so a
 request's only budget is its own ``prompt + max_new_tokens <= block_size``, whatever its batch-mates
 ask for. Outputs:
 
@@ -20,12 +26,20 @@ ask for. Outputs:
   token (the top-1 probability when greedy), NaN where padded. A planner counts confidence
   breaches (tokens below its threshold) from these;
 * ``confidences``: float32 [B], the mean per-token confidence of each request;
-* ``exits``: int64 [B], the depth every token left at; ``request_exec_s``: the batch time.
+* ``outputs["exit_at_tau"]``: int64 [B, N], per generated token the first exit (1..loaded
+  depth) whose top-1 probability is >= tau, 0 when none was (a confidence breach at this depth),
+  -1 where padded. Every exit head up to the loaded depth is read for it (a few kilobytes each);
+* ``outputs["prompt_ppl"]``: float32 [B], the perplexity of each prompt under the loaded depth,
+  from the prefill logits the model computes anyway (NaN for a one-token prompt: nothing to score);
+* ``outputs["exits"]`` (``early-exit`` only): int64 [B, N], the exit each token actually left at;
+* ``exits``: int64 [B], the loaded depth (the deepest a token can leave at);
+  ``request_exec_s``: the batch time.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +52,18 @@ from adaserve.workers.runtime.base import GenerativeRunner, RunOutput
 from adaserve.workers.runtime.sampling import Samplers
 
 DEFAULT_MAX_NEW = 16
+DEFAULT_TAU = 0.8
+
+
+@dataclass
+class Generation:
+    """What one generation pass produced, per row and generated token ([B, n] unless noted)."""
+
+    ids: np.ndarray
+    conf: np.ndarray
+    exit_at_tau: np.ndarray
+    exits: np.ndarray  # the exit each token left at (the loaded depth unless early exit)
+    prompt_ppl: np.ndarray  # [B]
 
 
 def torch_device(device: str) -> torch.device:
@@ -62,16 +88,23 @@ class LmRunner(GenerativeRunner):
         self.depth = int(variant.extra["depth"])
         self.pad_id = int(variant.extra.get("pad_id", -1))
         self.max_new_tokens = int(variant.extra.get("max_new_tokens", DEFAULT_MAX_NEW))
+        self.tau = float(variant.extra.get("tau", DEFAULT_TAU))
+        self.early_exit = bool(variant.extra.get("early_exit", False))
         self._dev = torch_device(device)
         # torch's thread count is per process. These models are tiny: one intra-op thread is the
         # fastest, and more threads spin-wait badly when the cores are shared (30x slower measured).
         torch.set_num_threads(threads or 1)
+        t0 = time.perf_counter()
         net, self.loaded_files = load_depth(Path(model_dir), self.depth)
         self.net = net.to(self._dev)
+        self.load_s = time.perf_counter() - t0  # reading and placing this depth's layers
+        self.exit_depths: tuple[int, ...] = net.exit_depths
         self.block_size = self.net.config.block_size
         self.vocab_size = self.net.config.vocab_size
         # A prompt is any number of tokens (the manifest's length is only what samples use).
-        self.specs = {"tokens": InputSpec(shape=(-1,), dtype="int64")}
+        # ``tau`` is optional: a request (or a planner on its behalf) may name its own threshold.
+        self.specs = {"tokens": InputSpec(shape=(-1,), dtype="int64"),
+                      "tau": InputSpec(shape=(1,), dtype="float32")}
 
     @property
     def input_limits(self) -> dict[str, dict[str, int]]:
@@ -89,6 +122,11 @@ class LmRunner(GenerativeRunner):
     def weight_bytes(self) -> int:
         return sum(p.numel() * p.element_size() for p in self.net.parameters())
 
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Keys and values one token of one sequence holds at the loaded depth (float32)."""
+        return kv_bytes_per_token(self.net.config.n_embd, self.depth)
+
     def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
         if "tokens" not in inputs:
             raise InvalidMessage("schema", f"{self.model}/{self.variant} needs input 'tokens'")
@@ -102,16 +140,22 @@ class LmRunner(GenerativeRunner):
         if temperature is not None and (~np.isfinite(temperature) | (temperature < 0)).any():
             raise InvalidMessage("schema", "'temperature' must be finite and >= 0")
         seeds = self._per_row(inputs.get("seed"), b, "seed", np.uint64)
+        tau = self._tau(inputs.get("tau"), b)
         n = int(wanted.max()) if b else 0
         t0 = time.perf_counter()
-        ids, conf = self.generate(tokens, n, wanted=wanted, temperature=temperature, seeds=seeds)
+        g = self.decode(tokens, n, wanted=wanted, temperature=temperature, seeds=seeds, tau=tau)
         elapsed = time.perf_counter() - t0
         keep = np.arange(n)[None, :] < wanted[:, None]
-        ids = np.where(keep, ids, self.pad_id)
-        conf = np.where(keep, conf, np.nan).astype(np.float32)
+        ids = np.where(keep, g.ids, self.pad_id)
+        conf = np.where(keep, g.conf, np.nan).astype(np.float32)
         counts = keep.sum(axis=1)
         mean = np.where(counts > 0, np.nansum(conf, axis=1) / np.maximum(counts, 1), np.nan)
-        return RunOutput(outputs={"tokens": ids, "confidence": conf},
+        outputs = {"tokens": ids, "confidence": conf,
+                   "exit_at_tau": np.where(keep, g.exit_at_tau, -1).astype(np.int64),
+                   "prompt_ppl": g.prompt_ppl.astype(np.float32)}
+        if self.early_exit:
+            outputs["exits"] = np.where(keep, g.exits, -1).astype(np.int64)
+        return RunOutput(outputs=outputs,
                          confidences=mean.astype(np.float32),
                          exits=np.full(b, self.depth, dtype=np.int64),
                          request_exec_s=np.full(b, elapsed, dtype=np.float64))
@@ -125,6 +169,19 @@ class LmRunner(GenerativeRunner):
                                            f"0..{self.block_size - 1}")
         return wanted
 
+    def _tau(self, raw: np.ndarray | None, b: int) -> np.ndarray:
+        if raw is None:
+            return np.full(b, self.tau, dtype=np.float64)
+        a = np.asarray(raw, dtype=np.float64).reshape(-1)
+        if a.size == 1:
+            a = np.full(b, a[0])
+        if a.size != b:
+            raise InvalidMessage("schema", f"'tau' must be a scalar or hold {b} values, got {a.size}")
+        a = np.where(np.isnan(a), self.tau, a)
+        if ((a < 0) | (a > 1)).any():
+            raise InvalidMessage("schema", "'tau' must lie in 0..1")
+        return a
+
     @staticmethod
     def _per_row(raw: np.ndarray | None, b: int, name: str, dtype: type) -> np.ndarray | None:
         if raw is None:
@@ -134,19 +191,29 @@ class LmRunner(GenerativeRunner):
             raise InvalidMessage("schema", f"'{name}' must hold {b} values, got {a.size}")
         return a.astype(dtype)
 
-    @torch.no_grad()
     def generate(self, tokens: np.ndarray, n: int, *, wanted: np.ndarray | None = None,
                  temperature: np.ndarray | None = None, seeds: np.ndarray | None = None,
                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Generated ids and their confidences, both [B, n], for right-aligned padded prompts.
+        """Generated ids and their confidences, both [B, n], for right-aligned padded prompts."""
+        g = self.decode(tokens, n, wanted=wanted, temperature=temperature, seeds=seeds)
+        return g.ids, g.conf
+
+    @torch.no_grad()
+    def decode(self, tokens: np.ndarray, n: int, *, wanted: np.ndarray | None = None,
+               temperature: np.ndarray | None = None, seeds: np.ndarray | None = None,
+               tau: np.ndarray | None = None) -> Generation:
+        """Generate ``n`` tokens per row, with every exit's verdict on each of them.
 
         ``wanted`` [B] is each row's own count (default ``n`` for every row): a row's prompt is cut
         to its last ``block_size - wanted`` tokens, and after its count it runs on at a clamped
         position whose output is discarded, so a long prompt fits beside a long generation.
         """
         b = tokens.shape[0]
+        tau = np.full(b, self.tau) if tau is None else np.asarray(tau, np.float64)
         if n == 0 or b == 0:
-            return np.zeros((b, n), np.int64), np.zeros((b, n), np.float32)
+            empty = np.zeros((b, n), np.int64)
+            return Generation(empty, np.zeros((b, n), np.float32), empty, empty,
+                              np.full(b, np.nan, np.float32))
         if n > self.block_size - 1:
             raise InvalidMessage("schema", f"at most {self.block_size - 1} new tokens fit this model, "
                                            f"asked for {n}")
@@ -162,26 +229,56 @@ class LmRunner(GenerativeRunner):
         sampler = Samplers.maybe(temperature, seeds, b)
         idx = torch.from_numpy(np.where(valid_np, tokens, 0).astype(np.int64)).to(self._dev)
         valid = torch.from_numpy(valid_np).to(self._dev)
-        logits, cache, pos = self.net.prefill(idx, valid)
+        tau_t = torch.from_numpy(tau.astype(np.float32)).to(self._dev)
+        early = tau_t if self.early_exit else None
+        logits, cache, pos, full = self.net.prefill_exits(idx, valid)
+        ppl = _prompt_ppl(full, idx, valid)
         last = torch.full_like(pos, self.block_size - 1)
-        out_ids, out_conf = [], []
+        out_ids, out_conf, out_hit, out_exit = [], [], [], []
         for step in range(n):
-            probs = torch.softmax(logits.float(), dim=-1)
+            hit, chosen, left = self._verdict(logits, tau_t)
+            probs = torch.softmax(chosen.float(), dim=-1)
             conf, nxt = probs.max(dim=-1)
             if sampler is not None:
-                nxt = sampler.choose(logits, nxt)
+                nxt = sampler.choose(chosen, nxt)
                 conf = probs.gather(1, nxt[:, None])[:, 0]
             out_ids.append(nxt)
             out_conf.append(conf)
+            out_hit.append(hit)
+            out_exit.append(left)
             if step + 1 == n:
                 break
             # Rows past their own count keep running (lockstep) at the last position; only rows
             # still within prompt + wanted <= block_size produce tokens that are kept.
             pos = torch.minimum(pos + 1, last)
             valid = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool, device=self._dev)], dim=1)
-            logits, cache = self.net.step(nxt, pos, valid, cache)
-        return (torch.stack(out_ids, 1).cpu().numpy().astype(np.int64),
-                torch.stack(out_conf, 1).cpu().numpy().astype(np.float32))
+            logits, cache = self.net.step_exits(nxt, pos, valid, cache, early)
+
+        def stack(xs: list[torch.Tensor]) -> np.ndarray:
+            return torch.stack(xs, 1).cpu().numpy()
+
+        return Generation(stack(out_ids).astype(np.int64), stack(out_conf).astype(np.float32),
+                          stack(out_hit).astype(np.int64), stack(out_exit).astype(np.int64),
+                          ppl.cpu().numpy().astype(np.float32))
+
+    def _verdict(self, logits: dict[int, torch.Tensor], tau: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per row: the first exit confident at tau (0: none), the logits the token is chosen from
+        and the exit it leaves at (the loaded depth, or with early exit the first confident one)."""
+        depths = sorted(logits)
+        conf = torch.stack([torch.softmax(logits[d].float(), -1).max(-1).values for d in depths])
+        ok = conf >= tau[None, :]
+        any_ok = ok.any(0)
+        first = ok.int().argmax(0)
+        table = torch.tensor(depths, dtype=torch.long, device=conf.device)
+        hit = torch.where(any_ok, table[first], torch.zeros_like(first, dtype=torch.long))
+        if not self.early_exit:
+            return hit, logits[self.depth], torch.full_like(hit, self.depth)
+        left = torch.where(any_ok, hit, torch.full_like(hit, depths[-1]))
+        stacked = torch.stack([logits[d] for d in depths])  # [E, B, V]
+        pick = torch.where(any_ok, first, torch.full_like(first, len(depths) - 1))
+        chosen = stacked.gather(0, pick[None, :, None].expand(1, *stacked.shape[1:]))[0]
+        return hit, chosen, left
 
     @torch.no_grad()
     def perplexity(self, ids: np.ndarray, max_windows: int | None = None) -> tuple[float, int]:
@@ -196,6 +293,22 @@ class LmRunner(GenerativeRunner):
             logp = torch.log_softmax(self.net.train_logits(xb)[-1].float(), dim=-1)
             nll += float(-logp.gather(-1, yb[..., None]).sum())
         return float(np.exp(nll / x.size)), int(x.size)
+
+
+def kv_bytes_per_token(n_embd: int, depth: int, itemsize: int = 4) -> int:
+    """Cache bytes one token of one sequence holds: a key and a value of ``n_embd`` per layer."""
+    return 2 * n_embd * depth * itemsize
+
+
+def _prompt_ppl(logits: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Per row, exp of the mean NLL of each real prompt token after the first, from the prefill's
+    logits [B, T, V] (NaN for a one-token prompt)."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    nll = -logp.gather(-1, idx[:, 1:, None])[..., 0]
+    scored = (valid[:, :-1] & valid[:, 1:]).float()
+    count = scored.sum(1)
+    mean = (nll * scored).sum(1) / count.clamp(min=1)
+    return torch.where(count > 0, mean.exp(), torch.full_like(mean, float("nan")))
 
 
 def _fit(tokens: np.ndarray, room: np.ndarray, pad_id: int) -> np.ndarray:

@@ -149,3 +149,79 @@ def test_sampling_depends_on_the_request_seed_only(model_dir: Path) -> None:
     assert sample([p], [50.0], [6])[0].tolist() != alone.tolist()
     with pytest.raises(InvalidMessage, match="temperature"):
         sample([p], [-1.0], [5])
+
+
+def _all_exits(r: LmRunner, seq: torch.Tensor) -> list[torch.Tensor]:
+    with torch.no_grad():
+        return [lg[0, -1] for lg in r.net.train_logits(seq)]
+
+
+def test_exit_at_tau_names_the_first_confident_exit_of_each_token(model_dir: Path) -> None:
+    r = _runner(model_dir, 3)
+    prompt = np.array([1, 4, 2, 7, 0, 3])
+    seq = torch.from_numpy(prompt)[None]
+    confs = []
+    for tok in r.run({"tokens": prompt[None], "max_new_tokens": np.array([5])}).outputs["tokens"][0]:
+        confs.append([float(torch.softmax(lg, -1).max()) for lg in _all_exits(r, seq)])
+        seq = torch.cat([seq, torch.tensor([[int(tok)]])], dim=1)
+    tau = float(np.median(confs))  # some tokens confident early, some late or never
+    out = r.run({"tokens": prompt[None], "max_new_tokens": np.array([5]), "tau": np.float32(tau)})
+    want = [next((k + 1 for k, c in enumerate(row) if c >= tau), 0) for row in confs]
+    assert out.outputs["exit_at_tau"][0].tolist() == want
+    assert out.exits.tolist() == [3]  # the result's exit is the loaded depth
+    with pytest.raises(InvalidMessage, match="tau"):
+        r.run({"tokens": prompt[None], "tau": np.array([1.5])})
+
+
+def test_prompt_ppl_is_the_prompts_own_perplexity_at_the_loaded_depth(model_dir: Path) -> None:
+    r = _runner(model_dir, 2)
+    prompts = [np.array([1, 4, 2, 7, 0, 3, 5, 9]), np.array([2, 2, 3]), np.array([6])]
+    got = r.run({"tokens": pad_prompts(prompts, 8), "max_new_tokens": np.array([2, 2, 2])}).outputs["prompt_ppl"]
+    for p, ppl in zip(prompts[:2], got):
+        with torch.no_grad():
+            logp = torch.log_softmax(r.net.train_logits(torch.from_numpy(p)[None])[-1][0, :-1], -1)
+        nll = -logp.gather(-1, torch.from_numpy(p[1:])[:, None]).mean()
+        assert ppl == pytest.approx(float(nll.exp()), rel=1e-4)
+    assert np.isnan(got[2])  # one token: nothing to score
+
+
+def _early_info() -> ModelInfo:
+    info = _info()
+    early = VariantInfo(name="early-exit", kind="lm-exit", artifacts=depth_artifacts(LAYERS),
+                        inputs={"tokens": InputSpec(shape=(8,), dtype="int64")},
+                        extra={"depth": LAYERS, "max_new_tokens": 5, "pad_id": -1, "early_exit": True})
+    return info.model_copy(update={"variants": [*info.variants, early]})
+
+
+def test_early_exit_at_the_extremes_equals_the_fixed_depths(tmp_path: Path) -> None:
+    config = GptConfig(vocab_size=len(CHARS), block_size=32, n_layer=LAYERS, n_embd=16, n_head=2)
+    model = EarlyExitGpt(config)
+    model.init_weights(torch.Generator().manual_seed(4))  # not sharpened: no exit is ever sure
+    save_layers(model, tmp_path, CHARS)
+    model_dir = tmp_path
+    info = _early_info()
+    early = LmRunner(model_dir, info, info.variant("early-exit"), "cpu")
+    feed = {"tokens": pad_prompts([np.array([1, 4, 2, 7, 0, 3]), np.array([5, 9])], 6),
+            "max_new_tokens": np.array([6, 6])}
+    first = early.run({**feed, "tau": np.float32(0.0)})  # every token leaves at the first exit
+    assert first.outputs["tokens"].tolist() == _runner(model_dir, 1).run(feed).outputs["tokens"].tolist()
+    assert (first.outputs["exits"] == 1).all() and first.exits.tolist() == [LAYERS, LAYERS]
+    last = early.run({**feed, "tau": np.float32(1.0)})  # (almost) never confident: the last exit
+    deep = _runner(model_dir, LAYERS).run(feed).outputs["tokens"]
+    assert (last.outputs["exits"] == LAYERS).all() and (last.outputs["exit_at_tau"] == 0).all()
+    assert last.outputs["tokens"].tolist() == deep.tolist()
+
+
+def test_early_exit_tokens_leave_at_their_first_confident_exit(model_dir: Path) -> None:
+    info = _early_info()
+    early = LmRunner(model_dir, info, info.variant("early-exit"), "cpu")
+    prompts = pad_prompts([np.array([1, 4, 2, 7, 0, 3]), np.array([5, 9]), np.array([3, 3, 8])], 6)
+    confs = _runner(model_dir, 3).run({"tokens": prompts, "max_new_tokens": np.full(3, 8)}).outputs["confidence"]
+    tau = float(np.quantile(confs, 0.4))
+    out = early.run({"tokens": prompts, "max_new_tokens": np.full(3, 8), "tau": np.float64(tau)})
+    left, hit = out.outputs["exits"], out.outputs["exit_at_tau"]
+    assert left.shape == hit.shape == (3, 8)
+    assert np.array_equal(left, np.where(hit > 0, hit, LAYERS))  # first confident exit, else the last
+    assert 1 < len(np.unique(left))  # a real mix of exits at this tau
+    conf = out.outputs["confidence"]
+    assert (conf[hit > 0] >= tau - 1e-6).all()  # a token that left early was confident there
