@@ -74,6 +74,7 @@ def register(bench_app: typer.Typer) -> None:
                         for policy in cols:
                             bar.update(task, description=f"{model} {policy}: warm-up")
                             stack.restart_planner(policy)
+                            started_ms = int(time.time() * 1000)
                             live.warm_up(stack, model, 0.5 * caps[model] / live.REQUESTS_PER_JOB)
                             bar.advance(task)
                             for frac in fracs:
@@ -81,7 +82,7 @@ def register(bench_app: typer.Typer) -> None:
                                     bar.update(task, description=f"{model} {policy} {frac:g}x {dl:g} ms #{seed}")
                                     rate = frac * caps[model] / live.REQUESTS_PER_JOB
                                     runs.setdefault((policy, frac, dl), []).append(
-                                        live.run_cell(stack, policy, model, rate, dl, seed, duration))
+                                        live.run_cell(stack, policy, model, rate, dl, seed, duration, started_ms))
                                     bar.advance(task)
                 for (policy, frac, dl), rs in runs.items():
                     cells.append(live.summarise(model, frac, frac * caps[model] / live.REQUESTS_PER_JOB, dl, policy, rs))

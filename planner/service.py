@@ -32,7 +32,7 @@ from adaserve.planner.dispatch import build_batch, expiries
 from adaserve.planner.follow import Follower
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
-from adaserve.planner.overload import Overload
+from adaserve.planner.overload import for_planner
 from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.profiles import fallback_profile
 from adaserve.planner.report import StateReport
@@ -57,8 +57,8 @@ class Planner:
                                                      max_batch=self.config.max_batch)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
-        self.overload = Overload(max_queue=self.config.max_queue, deadline_aware=self.config.admission,
-                                 min_queue=4 * self.config.max_batch)
+        self.overload = for_planner(max_queue=self.config.max_queue, admission=self.config.admission,
+                                    max_batch=self.config.max_batch)
         self._admitting: dict[str, int] = {}  # requests admitted in this read, not yet queued
         self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload)
         self.pools = self.follow.pools
@@ -213,8 +213,7 @@ class Planner:
         sched.check_job(job)
         now_ms, n = self.now_ms(), len(job.requests)
         queued = len(sched) + self._admitting.get(job.model, 0)
-        why = self.overload.verdict(job.model, queued, n, (entry_ms + job.slo.deadline_ms - now_ms) / 1000.0,
-                                    now_ms / 1000.0)
+        why = self.overload.check(job.model, queued, n, entry_ms, job.slo.deadline_ms, now_ms)
         if why is not None:
             raise InvalidMessage("overloaded", why)
         self._admitting[job.model] = self._admitting.get(job.model, 0) + n

@@ -3,8 +3,14 @@
 ``engine.simulate`` models a policy and its batches; this models what the live planner does
 around them, with the costs a ``Calibration`` measured:
 
-* a job reaches the policy its ingress delay after it was submitted, drawn among the
-  calibration run's jobs at the same point of that run, so the planner's bursts of lag recur;
+* a job reaches the planner its ingress delay after it was submitted: replaying the calibration
+  run's own jobs (as many jobs as it measured), each job lands when it landed live (a producer
+  behind its schedule sends in bursts) and waits its own delay, so the jobs the planner read in
+  one burst are read together again; otherwise the delay is drawn among the calibration run's
+  jobs at the same point of that run, so the planner's bursts of lag recur;
+  there the planner's own admission control (``planner/overload.py``, the very object the live
+  planner builds, told of every finished batch and remembering what finished before the run)
+  refuses it ``overloaded`` or hands it to the policy;
 * the planner works in steps (``planner.service.Planner.step``): it asks the policy for a batch
   while the worker has a free slot, at ``now`` plus the expected wait before the batch starts,
   and expires what cannot finish even after the least recent wait, as ``planner.follow`` keeps;
@@ -29,6 +35,7 @@ import itertools
 import numpy as np
 
 from adaserve.planner.core import Pending, Scheduler, batch_feedback
+from adaserve.planner.overload import Overload
 from adaserve.planner.sim.calibrate import Calibration
 from adaserve.planner.sim.engine import SimResult
 from adaserve.planner.state import RecentFloor
@@ -59,8 +66,9 @@ class _Draw:
 
 def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job: int, deadline_s: float,
                       cal: Calibration, *, slots: int = 2, max_batch: int = 32, seed: int = 0,
-                      model: str = "sim", app: str = "default") -> SimResult:
-    """Serve jobs submitted at ``jobs_s`` (sorted, seconds) with ``scheduler`` through the pipeline."""
+                      model: str = "sim", app: str = "default", overload: Overload | None = None) -> SimResult:
+    """Serve jobs submitted at ``jobs_s`` (sorted, seconds) with ``scheduler`` through the pipeline;
+    with ``overload``, jobs are first admitted by it as the live planner admits them."""
     if slots < 1 or max_batch < 1 or requests_per_job < 1 or not deadline_s > 0:
         raise ValueError("slots, max_batch and requests_per_job >= 1 and a positive deadline are required")
     rng = np.random.default_rng(seed)
@@ -71,11 +79,22 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     step = _Draw(cal.step_ms, cal.step_ordered, rng)
     lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
-    seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
+    if cal.ingress_ordered and len(cal.ingress_ms) == n_jobs:
+        if len(cal.submitted_run_ms) == n_jobs:
+            jobs_s = float(jobs_s[0]) + np.asarray(cal.submitted_run_ms) / 1e3
+        seen = jobs_s + np.asarray(cal.ingress_ms) / 1e3
+    else:
+        seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
     order = np.argsort(seen, kind="stable")
     t_first = float(jobs_s[0]) if n_jobs else 0.0
     span = max(float(jobs_s[-1]) - t_first, 1e-9) if n_jobs else 1.0
-    ended = np.zeros(n, dtype=np.int8)  # 0 pending, 1 met, 2 late, 3 expired
+    ended = np.zeros(n, dtype=np.int8)  # 0 pending, 1 met, 2 late, 3 expired, 4 refused
+    # The admission control counts whole seconds of the server's clock: the simulated clock is
+    # put on it (the run's first submission at ``start_ms``), after what finished before the run.
+    epoch = (cal.start_ms / 1000.0 - t_first) if cal.start_ms is not None else 0.0
+    if overload is not None:
+        for sec, done in cal.drained:
+            overload.finished(model, done, float(sec))
     running: list[tuple[float, int, list[Pending], float, float, bool]] = []  # (finish, tie, batch, sent, exec, busy)
     tie = itertools.count()
     inflight, lane_free, nxt_job = 0, 0.0, 0
@@ -103,14 +122,20 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             if not was_busy:
                 floor.add(fin * 1000.0, gap * 1000.0)
             k = len(batch)
+            if overload is not None:
+                overload.finished(model, k, fin + epoch)
             scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim"))
         while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
             j = int(order[nxt_job])
             t0 = float(jobs_s[j])
+            nxt_job += 1
+            if overload is not None and overload.check(model, len(scheduler), requests_per_job, (t0 + epoch) * 1e3,
+                                                       deadline_s * 1e3, (float(seen[j]) + epoch) * 1e3) is not None:
+                ended[j * requests_per_job:(j + 1) * requests_per_job] = 4
+                continue
             for r in range(requests_per_job):
                 scheduler.add(Pending(str(j), str(r), app, model, t0, t0 + deadline_s,
                                       seq=j * requests_per_job + r), float(seen[j]))
-            nxt_job += 1
         low = floor.value(now * 1000.0) / 1000.0
         end(scheduler.expire(now + low), 3)
         while now >= gate and inflight < slots and len(scheduler):
@@ -140,7 +165,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         now = max(nxt, now + 1e-9) if nxt <= now else nxt
     if np.any(ended == 0):
         raise RuntimeError("some requests never ended")
-    counts = np.bincount(ended, minlength=4)
+    counts = np.bincount(ended, minlength=5)
     return SimResult(n, int(counts[1]), int(counts[2]), int(counts[3]), batches,
                      in_batches / batches if batches else 0.0, busy, max(now - t_first, 1e-9),
-                     np.packbits(ended == 1).tobytes())
+                     np.packbits(ended == 1).tobytes(), rejected=int(counts[4]))

@@ -39,17 +39,23 @@ def calibration_from_run(run: str, out: Path) -> Calibration:
 
 
 def simulate_policy(cal: Calibration, policy: str, jobs_s: np.ndarray, *, requests_per_job: int,
-                    deadline_ms: float, seed: int, max_batch: int, data_dir: Path) -> SimResult:
-    """``policy`` as the live planner builds it (the same profile fallback, the same options) on
-    jobs submitted at ``jobs_s``, through the calibrated pipeline."""
-    from adaserve.planner.config import default_factory
+                    deadline_ms: float, seed: int, max_batch: int, data_dir: Path, admission: bool | None = None,
+                    max_queue: int | None = None) -> SimResult:
+    """``policy`` as the live planner builds it (the same profile fallback, the same options, the
+    same admission control: ``adaserve planner``'s defaults unless ``admission`` / ``max_queue``
+    say otherwise) on jobs submitted at ``jobs_s``, through the calibrated pipeline."""
+    from adaserve.planner.config import PlannerConfig, default_factory
+    from adaserve.planner.overload import for_planner
     from adaserve.planner.profiles import fallback_profile
     from adaserve.planner.sim.pipeline import simulate_pipeline
 
     found = fallback_profile(data_dir, cal.model)
     sched = default_factory(policy, max_batch=max_batch)(cal.model, found[0] if found else None)
+    planner = PlannerConfig(policy=policy, max_batch=max_batch)
+    overload = for_planner(max_queue=planner.max_queue if max_queue is None else max_queue,
+                           admission=planner.admission if admission is None else admission, max_batch=max_batch)
     return simulate_pipeline(sched, jobs_s, requests_per_job, deadline_ms / 1000.0, cal, max_batch=max_batch,
-                             seed=seed, model=cal.model)
+                             seed=seed, model=cal.model, overload=overload)
 
 
 def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, duration_s: float,
@@ -65,7 +71,7 @@ def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, dur
                               seed=seed, max_batch=max_batch, data_dir=data_dir)
         out.append({"policy": policy, "model": cal.model, "jobs_per_s": rate, "deadline_ms": deadline_ms,
                     "requests": res.requests, "finish_rate": round(res.finish_rate, 4), "met": res.met,
-                    "late": res.late, "expired": res.expired, "batches": res.batches,
+                    "late": res.late, "expired": res.expired, "rejected": res.rejected, "batches": res.batches,
                     "mean_batch": round(res.mean_batch, 3)})
     return out
 
