@@ -60,6 +60,7 @@ class Planner:
         self.overload = for_planner(max_queue=self.config.max_queue, admission=self.config.admission,
                                     max_batch=self.config.max_batch)
         self._admitting: dict[str, int] = {}  # requests admitted in this read, not yet queued
+        self._read_ms = 0.0  # when the current ingress read began (server clock)
         self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload)
         self.pools = self.follow.pools
         self.clock = ServerClock()
@@ -187,7 +188,10 @@ class Planner:
         held = {h.entry_id for h in self.held.values()}
         fresh = [e for e in entries if e.id not in held]
         self._admitting.clear()
-        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self.now_ms()):
+        # One clock read per read: every job of it is checked at the time its refusal is stamped
+        # with, which is what the pipeline simulator replays (planner/sim/pipeline.py).
+        self._read_ms = self.now_ms()
+        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self._read_ms):
             self._hold(e, job, done)
 
     def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:
@@ -211,7 +215,7 @@ class Planner:
         then by load: can the queue ahead serve the job by its deadline (``overloaded``)."""
         sched = self._sched(job.model)
         sched.check_job(job)
-        now_ms, n = self.now_ms(), len(job.requests)
+        now_ms, n = self._read_ms, len(job.requests)
         queued = len(sched) + self._admitting.get(job.model, 0)
         why = self.overload.check(job.model, queued, n, entry_ms, job.slo.deadline_ms, now_ms)
         if why is not None:

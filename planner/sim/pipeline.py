@@ -79,9 +79,12 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     step = _Draw(cal.step_ms, cal.step_ordered, rng)
     lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
-    if cal.ingress_ordered and len(cal.ingress_ms) == n_jobs:
-        if len(cal.submitted_run_ms) == n_jobs:
-            jobs_s = float(jobs_s[0]) + np.asarray(cal.submitted_run_ms) / 1e3
+    if cal.ingress_ordered and len(cal.ingress_ms) == n_jobs and len(cal.submitted_run_ms) == n_jobs:
+        # in ms of the run first, rounded: the jobs of one read must be read at the very same time
+        landed = np.asarray(cal.submitted_run_ms)
+        read = np.round(landed + np.asarray(cal.ingress_ms), 3)
+        jobs_s, seen = float(jobs_s[0]) + landed / 1e3, float(jobs_s[0]) + read / 1e3
+    elif cal.ingress_ordered and len(cal.ingress_ms) == n_jobs:
         seen = jobs_s + np.asarray(cal.ingress_ms) / 1e3
     else:
         seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
