@@ -26,6 +26,16 @@ def test_verdict_counts_cells_where_orloj_is_below_the_best_baselines_minimum() 
     assert v["sim_within_0.05"] == v["sim_cells"] == 4 and v["sim_abs_error_max"] == pytest.approx(0.01)
 
 
+def test_paired_differences_are_run_by_run_and_split_by_regime() -> None:
+    cells = [_cell("orloj", 0.5, [0.90, 0.95, 0.99]), _cell("edf", 0.5, [0.91, 0.94, 0.98]),
+             _cell("orloj", 1.2, [0.80, 0.81, 0.82]), _cell("edf", 1.2, [0.70, 0.72, 0.85])]
+    p = verdict(cells)["orloj_paired"]  # type: ignore[arg-type]
+    assert p["light"]["edf"] == {"mean": pytest.approx(0.0033, abs=1e-4), "wins": 2, "losses": 1, "runs": 3,
+                                 "sign_p": 1.0}
+    assert (p["overload"]["edf"]["wins"], p["overload"]["edf"]["losses"]) == (2, 1)
+    assert p["overload"]["edf"]["mean"] == pytest.approx((0.10 + 0.09 - 0.03) / 3, abs=1e-4)
+
+
 def test_summary_is_median_min_max_of_the_runs() -> None:
     c = _cell("fifo", 0.8, [0.7, 0.9, 0.8])
     assert (c["finish_rate"], c["min"], c["max"], c["runs"]) == (0.8, 0.7, 0.9, [0.7, 0.9, 0.8])
