@@ -80,6 +80,10 @@ class Calibration(BaseModel):
     # that falls behind its schedule sends what is due in a burst, so replaying the run's own
     # jobs replays these landings rather than the schedule. Empty past ``MAX_JOBS``.
     submitted_run_ms: list[float] = Field(default_factory=list)
+    # When each batch of ``transfer_run_ms`` / ``service_residual_ms`` was dispatched (ms after
+    # ``start_ms``): the simulator's batches then draw the costs of live batches sent at the same
+    # moment, so a slow spell of the machine falls on the same stretch of the run.
+    batch_run_ms: list[float] = Field(default_factory=list)
     drained: list[tuple[int, int]] = Field(default_factory=list)
 
     def save(self, path: Path) -> None:
@@ -146,6 +150,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
     execs: list[float] = []
     transfer: list[float] = []
     ingress: list[float] = []
+    sent_at: list[float] = []
     prev_end = -np.inf
     for f in sorted(finished, key=lambda f: f.ts):
         d = sent.get(f.batch_id)
@@ -153,6 +158,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
             continue
         started = float(np.median([f.ts - it.total_ms + it.queue_ms for it in f.items]))
         size.append(f.size)
+        sent_at.append(d.ts)
         wait.append(max(started - d.ts, 0.0))
         transfer.append(max(started - max(d.ts, prev_end), 0.0))
         prev_end = f.ts
@@ -180,6 +186,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        service_residual_ms=_ordered(svc - (s0 + s1 * k)), exec_c0_ms=e0, exec_c1_ms=e1,
                        step_ms=steps or [0.5], step_ordered=bool(steps),
                        start_ms=lags[0][0] if lags else None,
+                       batch_run_ms=_ordered(np.asarray(sent_at) - lags[0][0]) if lags else [],
                        submitted_run_ms=[round(sub - lags[0][0], 3) for sub, _ in lags] if len(lags) <= MAX_JOBS else [],
                        drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [])
 

@@ -20,8 +20,9 @@ around them, with the costs a ``Calibration`` measured:
 * a batch reaches the worker a transfer time later (drawn like the delays above) and waits there
   behind the batch in hand (one execution lane, ``slots`` batches held); it takes ``s0 + s1 k``
   plus a residual drawn among the calibration's batches at the same point of the run (the worker
-  slows when the machine does); the policy is told the runner's share of it (``e0 + e1 k``), as
-  the live worker reports;
+  slows when the machine does): replaying the run's own jobs, among the live batches dispatched
+  within 10 ms of the same moment; the policy is told the runner's share of it (``e0 + e1 k``),
+  as the live worker reports;
 * a request is on time when its batch finishes by its deadline.
 
 Pure: no clock, no Redis; the policy objects are the live ones.
@@ -64,6 +65,26 @@ class _Draw:
         return float(self.v[lo + int(self.rng.integers(hi - lo))])
 
 
+class _TimedDraw:
+    """Samples of a calibration (ms), drawn as seconds among those taken within ``window_ms`` of
+    a moment of the calibration run (ms after its start), or the nearest one."""
+
+    def __init__(self, samples_ms: list[float], at_ms: list[float], rng: np.random.Generator,
+                 window_ms: float = 10.0) -> None:
+        order = np.argsort(at_ms, kind="stable")
+        self.v, self.at = np.asarray(samples_ms)[order] / 1e3, np.asarray(at_ms)[order]
+        self.rng, self.window = rng, window_ms
+
+    def __call__(self, t_ms: float) -> float:
+        lo, hi = np.searchsorted(self.at, [t_ms - self.window, t_ms + self.window], side="left")
+        if hi <= lo:  # none that close: the nearest
+            i = min(int(lo), self.at.size - 1)
+            if i > 0 and t_ms - self.at[i - 1] < self.at[i] - t_ms:
+                i -= 1
+            return float(self.v[i])
+        return float(self.v[lo + int(self.rng.integers(hi - lo))])
+
+
 def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job: int, deadline_s: float,
                       cal: Calibration, *, slots: int = 2, max_batch: int = 32, seed: int = 0,
                       model: str = "sim", app: str = "default", overload: Overload | None = None) -> SimResult:
@@ -76,6 +97,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     n = n_jobs * requests_per_job
     resid = _Draw(cal.service_residual_ms, True, rng)
     transfer = _Draw(cal.transfer_run_ms or [cal.transfer_ms], bool(cal.transfer_run_ms), rng)
+    timed = None
     step = _Draw(cal.step_ms, cal.step_ordered, rng)
     lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
@@ -84,6 +106,9 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         landed = np.asarray(cal.submitted_run_ms)
         read = np.round(landed + np.asarray(cal.ingress_ms), 3)
         jobs_s, seen = float(jobs_s[0]) + landed / 1e3, float(jobs_s[0]) + read / 1e3
+        if len(cal.batch_run_ms) == len(cal.service_residual_ms) == len(cal.transfer_run_ms):
+            timed = (_TimedDraw(cal.service_residual_ms, cal.batch_run_ms, rng),
+                     _TimedDraw(cal.transfer_run_ms, cal.batch_run_ms, rng))
     elif cal.ingress_ordered and len(cal.ingress_ms) == n_jobs:
         seen = jobs_s + np.asarray(cal.ingress_ms) / 1e3
     else:
@@ -149,8 +174,12 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                 break
             k = len(d.batch)
             exec_s = (cal.exec_c0_ms + cal.exec_c1_ms * k) / 1e3
-            service = max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + resid((now - t_first) / span), exec_s)
-            lane_free = max(now + transfer((now - t_first) / span), lane_free) + service
+            if timed is not None:  # the live batches sent at the same moment of the run
+                r_s, x_s = timed[0]((now - t_first) * 1e3), timed[1]((now - t_first) * 1e3)
+            else:
+                r_s, x_s = resid((now - t_first) / span), transfer((now - t_first) / span)
+            service = max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + r_s, exec_s)
+            lane_free = max(now + x_s, lane_free) + service
             inflight += 1
             batches, in_batches, busy = batches + 1, in_batches + k, busy + service
             heapq.heappush(running, (lane_free, next(tie), d.batch, now, exec_s, inflight > 1))
