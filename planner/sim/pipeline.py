@@ -200,4 +200,5 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     counts = np.bincount(ended, minlength=5)
     return SimResult(n, int(counts[1]), int(counts[2]), int(counts[3]), batches,
                      in_batches / batches if batches else 0.0, busy, max(now - t_first, 1e-9),
-                     np.packbits(ended == 1).tobytes(), rejected=int(counts[4]))
+                     np.packbits(ended == 1).tobytes(), rejected=int(counts[4]),
+                     rejected_bits=np.packbits(ended == 4).tobytes())
