@@ -53,7 +53,7 @@ def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: py
                                    "--plot", str(png)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert out["capacity_rps"]["ee-audio"] > 100
+    assert out["capacity_rps"]["ee-audio"] > 100 and "ee-audio" in out["capacity_clamped"]
     assert [c["policy"] for c in out["cells"]] == ["orloj", "edf"]
     for c in out["cells"]:
         assert 0.0 <= c["min"] <= c["finish_rate"] <= c["max"] <= 1.0
@@ -61,6 +61,22 @@ def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: py
         assert c["finish_rate"] > 0.5  # a light load with a generous deadline is served
     assert out["orloj_below_best_baseline"] in (0, 1) and out["sim_cells"] == 2
     assert png.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["bench", "live", "--json", "--models", "ee-audio", "--policies", "edf",
+                                   "--loads", "0.5", "--deadlines", "100", "--repeats", "1", "--duration", "1",
+                                   "--capacity", "400", "--plot", str(tmp_path / "live.png")])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["capacity_rps"] == {"ee-audio": 400.0} and out["capacity_clamped"] == {"ee-audio": None}
+    (cell,) = out["cells"]
+    assert cell["jobs_per_s"] == 50.0 and set(cell["lost"]) == set(cell["sim_lost"]) == {"late", "expired", "rejected"}
 
 
 def test_unknown_policy_or_bad_loads_are_usage_errors(tmp_path: Path) -> None:
