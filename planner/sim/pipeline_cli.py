@@ -23,17 +23,26 @@ def calibration_from_run(run: str, out: Path) -> Calibration:
     from adaserve.broker import connect
     from adaserve.broker.connection import shown_url
     from adaserve.broker.settings import load_connected_settings
-    from adaserve.telemetry import TelemetryReader, run_events
+    from adaserve.planner.overload import Overload
+    from adaserve.telemetry import EventFilter, TelemetryReader, run_events
+
+    horizon_s = Overload().horizon_s  # the planner's memory, not a setting of this command
 
     settings = load_connected_settings()
     r = connect(settings)
     try:
-        events = run_events(TelemetryReader(r, settings), run)
+        reader = TelemetryReader(r, settings)
+        events = run_events(reader, run)
+        # What the planner's admission control remembered when the run began: the batches that
+        # finished in its horizon before the run's first event.
+        start = int(min((e.ts for e in events), default=0.0))
+        before = [x.event for x in reader.history(since_ms=max(start - 1000 * horizon_s, 0), until_ms=start,
+                                                  keep=EventFilter(types=("batch.finished",)))] if events else []
     finally:
         r.close()
     if not events:
         raise typer.BadParameter(f"no telemetry of run {run!r} on {shown_url(settings.redis_url)}")
-    cal = calibrate(events)
+    cal = calibrate(events, before=before, horizon_s=horizon_s)
     cal.save(out)
     return cal
 
