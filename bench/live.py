@@ -89,8 +89,9 @@ def events_of(stack: Stack, run: str, since_ms: int, planner_ms: int | None = No
 
 
 def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_dir: Path,
-            before: list[Any] | None = None) -> SimResult | None:
-    """The calibrated simulator's result for the run these events came from."""
+            before: list[Any] | None = None, keep: Path | None = None) -> SimResult | None:
+    """The calibrated simulator's result for the run these events came from; with ``keep``, the
+    calibration is saved there as ``RUN.json`` (``adaserve sim --calibration`` replays it)."""
     from adaserve.planner.sim.calibrate import calibrate
     from adaserve.planner.sim.pipeline_cli import simulate_policy
 
@@ -98,6 +99,9 @@ def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_d
         cal = calibrate(events, opts.model, before=before or ())
     except ValueError:
         return None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        cal.save(keep / f"{opts.run}.json")
     return simulate_policy(cal, policy, schedule(opts), requests_per_job=opts.requests_per_job,
                            deadline_ms=opts.deadline_ms, seed=seed, max_batch=MAX_BATCH, data_dir=data_dir)
 
@@ -125,8 +129,9 @@ def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 3
 
 
 def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_ms: float, seed: int,
-             duration_s: float, planner_ms: int | None = None) -> dict[str, Any]:
-    """One run; ``planner_ms``: when the planner serving it started (its admission control's memory)."""
+             duration_s: float, planner_ms: int | None = None, keep: Path | None = None) -> dict[str, Any]:
+    """One run; ``planner_ms``: when the planner serving it started (its admission control's
+    memory); ``keep``: where to save the run's calibration."""
     opts = load_options(model=model, rate=rate_jobs, duration_s=duration_s, requests_per_job=REQUESTS_PER_JOB,
                         deadline_ms=deadline_ms, seed=seed, grace_s=3.0)
     opts = opts.model_copy(update={"run": f"{opts.run}-{policy}"})
@@ -134,11 +139,11 @@ def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_m
     summary = run_load(stack.settings, opts, progress=False)
     time.sleep(0.3)  # the last batch's events
     events, before = events_of(stack, opts.run, since, planner_ms)
-    sim = predict(policy, opts, events, seed, stack.settings.data_dir, before)
+    sim = predict(policy, opts, events, seed, stack.settings.data_dir, before, keep)
     met = round(summary.finish_rate * summary.submitted)
     return {"finish_rate": summary.finish_rate, "sim_finish_rate": sim.finish_rate if sim else None,
             "late": summary.completed - met, "expired": summary.expired, "rejected": summary.rejected,
-            "unfinished": summary.unfinished, "p50_ms": summary.p50_ms,
+            "unfinished": summary.unfinished, "p50_ms": summary.p50_ms, "run": opts.run,
             "sim": None if sim is None else {"late": sim.late, "expired": sim.expired, "rejected": sim.rejected}}
 
 
@@ -150,7 +155,7 @@ def summarise(model: str, load: float, rate_jobs: float, deadline_ms: float, pol
             "policy": policy, "finish_rate": round(statistics.median(fr), 4), "min": round(min(fr), 4),
             "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
             "sim_finish_rate": round(statistics.median(sims), 4) if sims else None,
-            "sim_runs": [round(x, 4) for x in sims],
+            "sim_runs": [round(x, 4) for x in sims], "run_ids": [r.get("run") for r in runs],
             "unfinished": sum(r["unfinished"] for r in runs),
             # how the requests that missed ended, summed over the runs, live and simulated
             "lost": {k: sum(r.get(k, 0) for r in runs) for k in ("late", "expired", "rejected")},

@@ -43,6 +43,10 @@ def register(bench_app: typer.Typer) -> None:
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
         capacity_rps: float = typer.Option(0.0, "--capacity", min=0.0, help="Requests/s the loads are fractions of, "
                                                                             "for every model (0: measure it)."),
+        calibrations: Path | None = typer.Option(None, "--calibrations", help="Save each run's calibration here "
+                                                                               "(RUN.json; the cell's run_ids name "
+                                                                               "them), to replay with `adaserve sim "
+                                                                               "--calibration`."),
         persist: bool = typer.Option(False, "--persist/--no-persist", help="The embedded server's AOF, as `adaserve "
                                                                            "up` runs it (off: its rewrites are noise here)."),
     ) -> None:
@@ -88,7 +92,8 @@ def register(bench_app: typer.Typer) -> None:
                                     bar.update(task, description=f"{model} {policy} {frac:g}x {dl:g} ms #{seed}")
                                     rate = frac * caps[model] / live.REQUESTS_PER_JOB
                                     runs.setdefault((policy, frac, dl), []).append(
-                                        live.run_cell(stack, policy, model, rate, dl, seed, duration, started_ms))
+                                        live.run_cell(stack, policy, model, rate, dl, seed, duration, started_ms,
+                                                      calibrations))
                                     bar.advance(task)
                 for (policy, frac, dl), rs in runs.items():
                     cells.append(live.summarise(model, frac, frac * caps[model] / live.REQUESTS_PER_JOB, dl, policy, rs))

@@ -71,12 +71,21 @@ def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.M
     register(app)
     res = CliRunner().invoke(app, ["bench", "live", "--json", "--models", "ee-audio", "--policies", "edf",
                                    "--loads", "0.5", "--deadlines", "100", "--repeats", "1", "--duration", "1",
-                                   "--capacity", "400", "--plot", str(tmp_path / "live.png")])
+                                   "--capacity", "400", "--calibrations", str(tmp_path / "cal"),
+                                   "--plot", str(tmp_path / "live.png")])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["capacity_rps"] == {"ee-audio": 400.0} and out["capacity_clamped"] == {"ee-audio": None}
     (cell,) = out["cells"]
     assert cell["jobs_per_s"] == 50.0 and set(cell["lost"]) == set(cell["sim_lost"]) == {"late", "expired", "rejected"}
+    # The saved calibration replays the run: `adaserve sim` gives the bench's own prediction.
+    from adaserve.cli import app as main_app
+
+    saved = tmp_path / "cal" / f"{cell['run_ids'][0]}.json"
+    again = CliRunner().invoke(main_app, ["sim", "--calibration", str(saved), "--policy", "edf", "--rate", "50",
+                                          "--duration", "1", "-k", "4", "--deadline-ms", "100", "--seed", "0", "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout.splitlines()[-1])["results"][0]["finish_rate"] == cell["sim_finish_rate"]
 
 
 def test_unknown_policy_or_bad_loads_are_usage_errors(tmp_path: Path) -> None:
