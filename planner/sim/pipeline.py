@@ -39,7 +39,7 @@ from adaserve.planner.core import Pending, Scheduler, batch_feedback
 from adaserve.planner.overload import Overload
 from adaserve.planner.sim.calibrate import Calibration
 from adaserve.planner.sim.engine import SimResult
-from adaserve.planner.state import RecentFloor
+from adaserve.planner.state import Ewma, RecentFloor
 
 __all__ = ["simulate_pipeline"]
 
@@ -126,7 +126,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     running: list[tuple[float, int, list[Pending], float, float, bool]] = []  # (finish, tie, batch, sent, exec, busy)
     tie = itertools.count()
     inflight, lane_free, nxt_job = 0, 0.0, 0
-    wait: float | None = None  # EWMA of dispatch-to-start plus the worker's time around the runner
+    wait = Ewma()  # dispatch-to-start plus the worker's time around the runner, as the planner keeps it
     floor = RecentFloor()  # the same gap for batches sent to an idle worker (ms), as the planner keeps
     batches = in_batches = 0
     busy = 0.0
@@ -146,7 +146,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             end([p for p in batch if fin <= p.deadline + 1e-12], 1)
             end([p for p in batch if fin > p.deadline + 1e-12], 2)
             gap = max(fin - exec_s - sent, 0.0)
-            wait = gap if wait is None else wait + 0.1 * (gap - wait)
+            wait.add(gap)
             if not was_busy:
                 floor.add(fin * 1000.0, gap * 1000.0)
             k = len(batch)
@@ -167,7 +167,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         low = floor.value(now * 1000.0) / 1000.0
         end(scheduler.expire(now + low), 3)
         while now >= gate and inflight < slots and len(scheduler):
-            d = scheduler.next_batch(now + (wait if inflight and wait is not None else low), max_batch)
+            d = scheduler.next_batch(now + (wait.value if inflight and wait.n else low), max_batch)
             end(d.expired, 3)
             if not d.batch:  # the policy holds its requests back: ask again a step later
                 gate = now + max(step((now - t_first) / span), WAKE_S)
