@@ -12,7 +12,8 @@ around them, with the costs a ``Calibration`` measured:
   planner builds, told of every finished batch and remembering what finished before the run)
   refuses it ``overloaded`` or hands it to the policy;
 * the planner works in steps (``planner.service.Planner.step``): it asks the policy for a batch
-  while the worker has a free slot, at ``now`` plus the expected wait before the batch starts,
+  while the worker has a free slot (every free slot in one step, as the live loop does), at
+  ``now`` plus the expected wait before the batch starts,
   and expires what cannot finish even after the least recent wait, as ``planner.follow`` keeps;
   a busy step lasts a sampled step time (drawn the same way), so a freed slot waits for the
   loop; an idle planner wakes when a job or a finished batch arrives, as the live one blocks
@@ -166,6 +167,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                                       seq=j * requests_per_job + r), float(seen[j]))
         low = floor.value(now * 1000.0) / 1000.0
         end(scheduler.expire(now + low), 3)
+        sent = False  # the planner's dispatch fills every free slot in one step (Planner._dispatch)
         while now >= gate and inflight < slots and len(scheduler):
             d = scheduler.next_batch(now + (wait.value if inflight and wait.n else low), max_batch)
             end(d.expired, 3)
@@ -183,6 +185,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             inflight += 1
             batches, in_batches, busy = batches + 1, in_batches + k, busy + service
             heapq.heappush(running, (lane_free, next(tie), d.batch, now, exec_s, inflight > 1))
+            sent = True
+        if sent:
             gate = now + step((now - t_first) / span)
         # the next moment anything happens: a job admitted, a batch done, the loop free again
         times = [float(seen[order[nxt_job]]) if nxt_job < n_jobs else np.inf]
