@@ -9,8 +9,10 @@ Then, repeat by repeat and policy by policy, the planner is restarted with the p
 capacity, two deadlines, Poisson jobs of 4 held-out requests, the same arrivals and inputs for
 every policy in a repeat. Policies take turns within each repeat, so a slow spell of the machine
 falls on all of them. After each run its telemetry calibrates the pipeline simulator
-(``planner/sim/calibrate.py``) and the same arrivals are simulated with a fresh scheduler of the
-policy: ``sim_finish_rate`` is that prediction.
+(``planner/sim/calibrate.py``) and the same jobs are simulated with a fresh scheduler of the
+policy and the planner's own admission control, told what the planner had seen finish since it
+started: ``sim_finish_rate`` is that prediction. Each cell also keeps how the requests that did
+not finish on time ended, live and simulated (late, expired, refused ``overloaded``).
 
 A column is a policy name the planner accepts (``--policies``), so a new policy or placement rule
 joins the comparison by its name. One JSON object with ``--json``; a plot (``--plot``).
@@ -28,6 +30,7 @@ from typing import Any
 
 from adaserve.broker import Settings, connect, load_settings
 from adaserve.loadgen import LoadOptions, load_options, run_load, schedule
+from adaserve.planner.sim.engine import SimResult
 from adaserve.stack import Stack
 
 LIVE_POLICIES = ("orloj", "edf", "fifo", "clockwork", "nexus", "clipper")
@@ -69,60 +72,79 @@ def warm_up(stack: Stack, model: str, rate_jobs: float, seconds: float = 2.0) ->
     run_load(stack.settings, opts, progress=False)
 
 
-def events_of(stack: Stack, run: str, since_ms: int) -> list[Any]:
-    """The telemetry of one run."""
-    from adaserve.telemetry import TelemetryReader, run_events
+def events_of(stack: Stack, run: str, since_ms: int, planner_ms: int | None = None) -> tuple[list[Any], list[Any]]:
+    """The telemetry of one run, and the batches that finished between ``planner_ms`` (the
+    planner's start) and ``since_ms``: what the planner's admission control remembers."""
+    from adaserve.telemetry import EventFilter, TelemetryReader, run_events
 
     r = connect(stack.settings)
     try:
-        return run_events(TelemetryReader(r, stack.settings), run, since_ms=since_ms)
+        reader = TelemetryReader(r, stack.settings)
+        before = [] if planner_ms is None else [
+            x.event for x in reader.history(since_ms=planner_ms, until_ms=since_ms,
+                                            keep=EventFilter(types=("batch.finished",)))]
+        return run_events(reader, run, since_ms=since_ms), before
     finally:
         r.close()
 
 
-def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_dir: Path) -> float | None:
-    """The calibrated simulator's finish rate for the run these events came from."""
+def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_dir: Path,
+            before: list[Any] | None = None, keep: Path | None = None) -> SimResult | None:
+    """The calibrated simulator's result for the run these events came from; with ``keep``, the
+    calibration is saved there as ``RUN.json`` (``adaserve sim --calibration`` replays it)."""
     from adaserve.planner.sim.calibrate import calibrate
     from adaserve.planner.sim.pipeline_cli import simulate_policy
 
     try:
-        cal = calibrate(events, opts.model)
+        cal = calibrate(events, opts.model, before=before or ())
     except ValueError:
         return None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        cal.save(keep / f"{opts.run}.json")
     return simulate_policy(cal, policy, schedule(opts), requests_per_job=opts.requests_per_job,
-                           deadline_ms=opts.deadline_ms, seed=seed, max_batch=MAX_BATCH,
-                           data_dir=data_dir).finish_rate
+                           deadline_ms=opts.deadline_ms, seed=seed, max_batch=MAX_BATCH, data_dir=data_dir)
 
 
 def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 3.0, target: float = 0.95,
-             lo_rps: float = 250.0, hi_rps: float = 16_000.0, steps: int = 7) -> float:
+             lo_rps: float = 250.0, hi_rps: float = 16_000.0, steps: int = 7) -> tuple[float, str | None]:
     """The highest offered rate (requests/s) at which EDF finishes ``target`` of the requests within
     ``deadline_ms``, by bisection on a log scale. Throughput under an unbounded backlog would not
     do: every batch is then the largest, which no deadline-bound load sees, and offered far too
     much EDF finishes almost nothing on time. The search's ceiling is far above this machine's
-    capacity: at 4,000 requests/s it clamped the capacity once the serving path got cheaper."""
+    capacity: at 4,000 requests/s it clamped the capacity once the serving path got cheaper.
+    Also returns where the search was clamped: ``"ceiling"`` when every probe passed (the
+    capacity is only known to be at least that), ``"floor"`` when none did (a busy machine), else
+    None."""
+    passed = failed = 0
     for _ in range(steps):
         mid = (lo_rps * hi_rps) ** 0.5
         opts = load_options(model=model, rate=mid / REQUESTS_PER_JOB, duration_s=seconds,
                             requests_per_job=REQUESTS_PER_JOB, deadline_ms=deadline_ms, seed=99, grace_s=3.0)
         if run_load(stack.settings, opts, progress=False).finish_rate >= target:
-            lo_rps = mid
+            lo_rps, passed = mid, passed + 1
         else:
-            hi_rps = mid
-    return lo_rps
+            hi_rps, failed = mid, failed + 1
+    return lo_rps, ("ceiling" if not failed else "floor" if not passed else None)
 
 
 def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_ms: float, seed: int,
-             duration_s: float) -> dict[str, Any]:
+             duration_s: float, planner_ms: int | None = None, keep: Path | None = None) -> dict[str, Any]:
+    """One run; ``planner_ms``: when the planner serving it started (its admission control's
+    memory); ``keep``: where to save the run's calibration."""
     opts = load_options(model=model, rate=rate_jobs, duration_s=duration_s, requests_per_job=REQUESTS_PER_JOB,
                         deadline_ms=deadline_ms, seed=seed, grace_s=3.0)
     opts = opts.model_copy(update={"run": f"{opts.run}-{policy}"})
     since = int(time.time() * 1000) - 1000
     summary = run_load(stack.settings, opts, progress=False)
     time.sleep(0.3)  # the last batch's events
-    sim = predict(policy, opts, events_of(stack, opts.run, since), seed, stack.settings.data_dir)
-    return {"finish_rate": summary.finish_rate, "sim_finish_rate": sim, "expired": summary.expired,
-            "unfinished": summary.unfinished, "p50_ms": summary.p50_ms}
+    events, before = events_of(stack, opts.run, since, planner_ms)
+    sim = predict(policy, opts, events, seed, stack.settings.data_dir, before, keep)
+    met = round(summary.finish_rate * summary.submitted)
+    return {"finish_rate": summary.finish_rate, "sim_finish_rate": sim.finish_rate if sim else None,
+            "late": summary.completed - met, "expired": summary.expired, "rejected": summary.rejected,
+            "unfinished": summary.unfinished, "p50_ms": summary.p50_ms, "run": opts.run,
+            "sim": None if sim is None else {"late": sim.late, "expired": sim.expired, "rejected": sim.rejected}}
 
 
 def summarise(model: str, load: float, rate_jobs: float, deadline_ms: float, policy: str,
@@ -133,8 +155,11 @@ def summarise(model: str, load: float, rate_jobs: float, deadline_ms: float, pol
             "policy": policy, "finish_rate": round(statistics.median(fr), 4), "min": round(min(fr), 4),
             "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
             "sim_finish_rate": round(statistics.median(sims), 4) if sims else None,
-            "sim_runs": [round(x, 4) for x in sims],
-            "unfinished": sum(r["unfinished"] for r in runs)}
+            "sim_runs": [round(x, 4) for x in sims], "run_ids": [r.get("run") for r in runs],
+            "unfinished": sum(r["unfinished"] for r in runs),
+            # how the requests that missed ended, summed over the runs, live and simulated
+            "lost": {k: sum(r.get(k, 0) for r in runs) for k in ("late", "expired", "rejected")},
+            "sim_lost": {k: sum(r["sim"][k] for r in runs if r.get("sim")) for k in ("late", "expired", "rejected")}}
 
 
 def verdict(cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -158,8 +183,35 @@ def verdict(cells: list[dict[str, Any]]) -> dict[str, Any]:
                                  "beyond_spread": mine["min"] > edf["max"]})
     errs = [abs(c["sim_finish_rate"] - c["finish_rate"]) for c in cells if c["sim_finish_rate"] is not None]
     return {"orloj_below_best_baseline": below, "overload_vs_edf": ahead_of_edf,
+            "orloj_paired": paired(groups),
             "sim_abs_error_max": round(max(errs), 4) if errs else None,
             "sim_within_0.05": sum(e <= 0.05 for e in errs), "sim_cells": len(errs)}
+
+
+def paired(groups: dict[tuple[Any, ...], list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """ORLOJ minus each baseline, run by run (a repeat gives every policy the same arrivals and
+    inputs), pooled over the cells below capacity (``light``) and above it (``overload``): the
+    mean difference, wins and losses, and the two-sided sign test's p. A cell count against the
+    best baseline's minimum flags ties often (with five baselines and three runs, a policy equal to
+    all of them is below the best one's minimum in about a third of the cells); this does not."""
+    from scipy.stats import binomtest
+
+    diffs: dict[tuple[str, str], list[float]] = {}
+    for (_, load, _), cs in groups.items():
+        mine = next((c for c in cs if c["policy"] == "orloj"), None)
+        if mine is None:
+            continue
+        for c in cs:
+            if c["policy"] != "orloj":
+                d = [a - b for a, b in zip(mine["runs"], c["runs"])]
+                diffs.setdefault(("light" if load < 1.0 else "overload", c["policy"]), []).extend(d)
+    out: dict[str, dict[str, Any]] = {}
+    for (regime, policy), d in sorted(diffs.items()):
+        wins, losses = sum(x > 0 for x in d), sum(x < 0 for x in d)
+        p = binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
+        out.setdefault(regime, {})[policy] = {"mean": round(sum(d) / len(d), 4), "wins": wins, "losses": losses,
+                                              "runs": len(d), "sign_p": round(float(p), 4)}
+    return out
 
 
 def plot(cells: list[dict[str, Any]], path: Path) -> Path:

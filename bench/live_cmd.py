@@ -41,6 +41,12 @@ def register(bench_app: typer.Typer) -> None:
         repeats: int = typer.Option(3, min=1, help="Runs per cell (seeds 0..repeats-1, the same for every policy)."),
         duration: float = typer.Option(5.0, "--duration", min=1.0, help="Seconds of load per run."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
+        capacity_rps: float = typer.Option(0.0, "--capacity", min=0.0, help="Requests/s the loads are fractions of, "
+                                                                            "for every model (0: measure it)."),
+        calibrations: Path | None = typer.Option(None, "--calibrations", help="Save each run's calibration here "
+                                                                               "(RUN.json; the cell's run_ids name "
+                                                                               "them), to replay with `adaserve sim "
+                                                                               "--calibration`."),
         persist: bool = typer.Option(False, "--persist/--no-persist", help="The embedded server's AOF, as `adaserve "
                                                                            "up` runs it (off: its rewrites are noise here)."),
     ) -> None:
@@ -60,6 +66,7 @@ def register(bench_app: typer.Typer) -> None:
         total = len(names) * (1 + repeats * len(cols) * (1 + len(fracs) * len(dls)))
         cells: list[dict[str, object]] = []
         caps: dict[str, float] = {}
+        clamped: dict[str, str | None] = {}
         t0 = time.monotonic()
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err) as bar:
@@ -68,12 +75,16 @@ def register(bench_app: typer.Typer) -> None:
                 runs: dict[tuple[str, float, float], list[dict[str, object]]] = {}
                 with live.live_stack(model, "edf", logs, persist) as stack:
                     bar.update(task, description=f"{model}: capacity")
-                    caps[model] = live.capacity(stack, model, max(dls))
+                    if capacity_rps:
+                        caps[model], clamped[model] = capacity_rps, None
+                    else:
+                        caps[model], clamped[model] = live.capacity(stack, model, max(dls))
                     bar.advance(task)
                     for seed in range(repeats):
                         for policy in cols:
                             bar.update(task, description=f"{model} {policy}: warm-up")
                             stack.restart_planner(policy)
+                            started_ms = int(time.time() * 1000)
                             live.warm_up(stack, model, 0.5 * caps[model] / live.REQUESTS_PER_JOB)
                             bar.advance(task)
                             for frac in fracs:
@@ -81,14 +92,19 @@ def register(bench_app: typer.Typer) -> None:
                                     bar.update(task, description=f"{model} {policy} {frac:g}x {dl:g} ms #{seed}")
                                     rate = frac * caps[model] / live.REQUESTS_PER_JOB
                                     runs.setdefault((policy, frac, dl), []).append(
-                                        live.run_cell(stack, policy, model, rate, dl, seed, duration))
+                                        live.run_cell(stack, policy, model, rate, dl, seed, duration, started_ms,
+                                                      calibrations))
                                     bar.advance(task)
                 for (policy, frac, dl), rs in runs.items():
                     cells.append(live.summarise(model, frac, frac * caps[model] / live.REQUESTS_PER_JOB, dl, policy, rs))
-        out = {"capacity_rps": {m: round(c, 1) for m, c in caps.items()}, "cells": cells,
+        out = {"capacity_rps": {m: round(c, 1) for m, c in caps.items()}, "capacity_clamped": clamped, "cells": cells,
                **live.verdict(cells), "repeats": repeats, "duration_s": duration,
                "seconds": round(time.monotonic() - t0, 1)}
         path = live.plot(cells, plot_path)
+        for m, where in clamped.items():
+            if where is not None:
+                err.print(f"[yellow]{m}: the capacity search ended at its {where} ({caps[m]:.0f} requests/s): the loads "
+                          f"are fractions of that, not of the capacity[/]")
         if json_out:
             print(json.dumps(out))
             return

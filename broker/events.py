@@ -40,6 +40,10 @@ class JobRejected(_Ev):
     requests: int = 1
     reason: str
     detail: str = ""
+    # As in ``job.accepted``: the job's model and when its XADD landed, so that the pipeline
+    # simulator's calibration sees the ingress delay of refused (``overloaded``) jobs too.
+    model: str = ""
+    submitted_ms: float | None = None
 
 
 class JobExpired(_Ev):

@@ -49,5 +49,6 @@ def reject(
     pipe.xadd(keys.telemetry, {b"m": streams.event_bytes(
         event="job.rejected", ts=now_ms, job_id=job_id, app=str(info.get("app", ""))[:64],
         run=str(info.get("run", ""))[:64], requests=max(int(info.get("requests", 1) or 1), 1),
-        reason=error.reason, detail=error.detail[:512],
+        reason=error.reason, detail=error.detail[:512], model=str(info.get("model", ""))[:64],
+        submitted_ms=float(entry_ms),
     )}, maxlen=settings.telemetry_maxlen, approximate=True)

@@ -12,6 +12,10 @@ matter (``min_queue``) and the rate rests on enough evidence (a best second of a
 ``min_queue`` requests); otherwise the job is admitted and the policy's own expiry applies. A burst
 after a long idle spell is therefore admitted whole, and refused only once a second of it has been
 measured.
+
+``for_planner`` and ``Overload.check`` are what the live planner applies (``planner/service.py``)
+and what the pipeline simulator applies to its virtual jobs (``planner/sim/pipeline.py``): one
+piece of code, so the simulator refuses the jobs the planner would.
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ class Overload:
         best = max((n for s, n in q if sec - self.horizon_s < s < sec), default=0)
         return float(best) if best >= self.min_queue else None
 
+    def check(self, model: str, queued: int, requests: int, submitted_ms: float, deadline_ms: float,
+              now_ms: float) -> str | None:
+        """``verdict`` for a job submitted at ``submitted_ms`` (the ingress entry's id) with a
+        deadline ``deadline_ms`` after it, read at ``now_ms``: the planner's admission check."""
+        return self.verdict(model, queued, requests, (submitted_ms + deadline_ms - now_ms) / 1000.0, now_ms / 1000.0)
+
     def verdict(self, model: str, queued: int, requests: int, left_s: float, now_s: float) -> str | None:
         """Why a job of ``requests`` arriving behind ``queued`` with ``left_s`` to its deadline is
         refused, or None to admit it."""
@@ -67,3 +77,9 @@ class Overload:
             return None
         return (f"{queued} requests queued for {model} drain in ~{1000 * wait_s:.0f} ms at {rate:.0f}/s, past the "
                 f"job's deadline ({1000 * max(left_s, 0.0):.0f} ms left){retry}")
+
+
+def for_planner(*, max_queue: int, admission: bool, max_batch: int) -> Overload:
+    """The admission control of a planner configured with ``--max-queue``, ``--admission`` and
+    ``--max-batch``: a queue of four largest batches drains by itself."""
+    return Overload(max_queue=max_queue, deadline_aware=admission, min_queue=4 * max_batch)

@@ -33,7 +33,7 @@ from adaserve.planner.follow import Follower
 from adaserve.planner.helios import Helios, HeliosParams, HeliosScheduler, Repository, load_repository, servable
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
-from adaserve.planner.overload import Overload
+from adaserve.planner.overload import for_planner
 from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.profiles import fallback_profile
 from adaserve.planner.report import StateReport
@@ -60,9 +60,10 @@ class Planner:
                                                      max_batch=self.config.max_batch)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
-        self.overload = Overload(max_queue=self.config.max_queue, deadline_aware=self.config.admission,
-                                 min_queue=4 * self.config.max_batch)
+        self.overload = for_planner(max_queue=self.config.max_queue, admission=self.config.admission,
+                                    max_batch=self.config.max_batch)
         self._admitting: dict[str, int] = {}  # requests admitted in this read, not yet queued
+        self._read_ms = 0.0  # when the current ingress read began (server clock)
         self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload)
         self.pools = self.follow.pools
         self.clock = ServerClock()
@@ -190,7 +191,10 @@ class Planner:
         held = {h.entry_id for h in self.held.values()}
         fresh = [e for e in entries if e.id not in held]
         self._admitting.clear()
-        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self.now_ms()):
+        # One clock read per read: every job of it is checked at the time its refusal is stamped
+        # with, which is what the pipeline simulator replays (planner/sim/pipeline.py).
+        self._read_ms = self.now_ms()
+        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self._read_ms):
             self._hold(e, job, done)
 
     def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:
@@ -228,10 +232,9 @@ class Planner:
             only = servable(job, self._repository().candidates(job.model), live, self.limits)
         sched = self._sched(job.model, job.slo.objective, only)
         sched.check_job(job)
-        now_ms, n = self.now_ms(), len(job.requests)
+        now_ms, n = self._read_ms, len(job.requests)
         queued = len(sched) + self._admitting.get(job.model, 0)
-        why = self.overload.verdict(job.model, queued, n, (entry_ms + job.slo.deadline_ms - now_ms) / 1000.0,
-                                    now_ms / 1000.0)
+        why = self.overload.check(job.model, queued, n, entry_ms, job.slo.deadline_ms, now_ms)
         if why is not None:
             raise InvalidMessage("overloaded", why)
         self._admitting[job.model] = self._admitting.get(job.model, 0) + n

@@ -17,9 +17,12 @@ From every ``batch.finished`` whose ``batch.dispatched`` is known: its requests'
 * ``step``: the planner's loop reads the ingress stream once a step, so ``job.accepted`` events
   come in bursts; the gap before a burst of two or more jobs (which piled up meanwhile) is a busy
   step. Live, under load, these steps bounded throughput before the worker did,
-* ``ingress``: per job, ``job.accepted`` minus its submission (``submitted_ms`` of the event;
-  from the finished requests' timings for events that lack it, which misses the jobs that
-  expired).
+* ``ingress``: per job, ``job.accepted`` (or ``job.rejected``: a job refused ``overloaded``
+  waited as long to be read) minus its submission (``submitted_ms`` of the event; from the
+  finished requests' timings for events that lack it, which misses the jobs that expired),
+* the admission control's memory (``planner/overload.py``): what the planner had seen finish in
+  the seconds before the run (``before``: its events since the planner started), and the server
+  time of the run's first submission, so the simulator refuses jobs on the same drain rate.
 """
 
 from __future__ import annotations
@@ -32,12 +35,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adaserve.broker.errors import DataError, InvalidArgument
-from adaserve.broker.events import BatchDispatched, BatchFinished, Event, JobAccepted
+from adaserve.broker.events import BatchDispatched, BatchFinished, Event, JobAccepted, JobRejected
 from adaserve.broker.violations import explain
 
 __all__ = ["Calibration", "calibrate"]
 
 MAX_SAMPLES = 4096  # samples kept per distribution, evenly spaced
+# Ingress delays are kept one per job up to this many: the simulator then replays the run's own
+# jobs with their own delays, so the jobs the planner read in one burst arrive together again.
+MAX_JOBS = 65536
 
 
 class Calibration(BaseModel):
@@ -50,7 +56,8 @@ class Calibration(BaseModel):
     ingress_ms: list[float] = Field(min_length=1)
     # Whether those delays are in the order the jobs were submitted: the planner falls behind in
     # bursts (a long ingress read, a collection), so the simulator then draws a job's delay among
-    # the jobs at the same point of the run.
+    # the jobs at the same point of the run, or, replaying the run's own jobs (one delay per
+    # job), gives each job its own.
     ingress_ordered: bool = False
     transfer_ms: float = Field(ge=0)
     # Per batch, in run order: dispatch to start less any time the worker was still busy with
@@ -65,6 +72,19 @@ class Calibration(BaseModel):
     # of the ingress stream when jobs had piled up meanwhile, in run order when ``step_ordered``.
     step_ms: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     step_ordered: bool = False
+    # Server time (ms) of the run's first submission, where the simulator's clock starts (the
+    # admission control counts whole seconds of that clock), and the requests of the model that
+    # finished per whole second in the horizon before it: ``[second, requests]``.
+    start_ms: float | None = None
+    # When each job of the run landed (ms after ``start_ms``), one per ingress delay: a producer
+    # that falls behind its schedule sends what is due in a burst, so replaying the run's own
+    # jobs replays these landings rather than the schedule. Empty past ``MAX_JOBS``.
+    submitted_run_ms: list[float] = Field(default_factory=list)
+    # When each batch of ``transfer_run_ms`` / ``service_residual_ms`` was dispatched (ms after
+    # ``start_ms``): the simulator's batches then draw the costs of live batches sent at the same
+    # moment, so a slow spell of the machine falls on the same stretch of the run.
+    batch_run_ms: list[float] = Field(default_factory=list)
+    drained: list[tuple[int, int]] = Field(default_factory=list)
 
     def save(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=1))
@@ -92,23 +112,28 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(c0), float(c1)
 
 
-def _ordered(values: np.ndarray) -> list[float]:
-    """``values`` kept in their order, thinned evenly to ``MAX_SAMPLES``."""
-    if values.size > MAX_SAMPLES:
-        values = values[np.linspace(0, values.size - 1, MAX_SAMPLES).round().astype(int)]
+def _ordered(values: np.ndarray, most: int = MAX_SAMPLES) -> list[float]:
+    """``values`` kept in their order, thinned evenly to ``most``."""
+    if values.size > most:
+        values = values[np.linspace(0, values.size - 1, most).round().astype(int)]
     return [round(float(x), 4) for x in values]
 
 
-def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
-    """Measure the pipeline's costs from one run's events (those of ``model``, or the only one)."""
+def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iterable[Event] = (),
+              horizon_s: int = 30) -> Calibration:
+    """Measure the pipeline's costs from one run's events (those of ``model``, or the only one);
+    ``before``: the planner's events before the run (what its admission control remembers)."""
     sent: dict[str, BatchDispatched] = {}
     accepted: dict[str, JobAccepted] = {}
+    refused: list[JobRejected] = []
     finished: list[BatchFinished] = []
     for ev in events:
         if isinstance(ev, BatchDispatched):
             sent[ev.batch_id] = ev
         elif isinstance(ev, JobAccepted):
             accepted[ev.job_id] = ev
+        elif isinstance(ev, JobRejected):
+            refused.append(ev)
         elif isinstance(ev, BatchFinished) and ev.part is None and ev.items:
             finished.append(ev)
     models = {f.model for f in finished}
@@ -117,13 +142,15 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
             raise InvalidArgument(f"the run served {len(models)} models ({', '.join(sorted(models))}); name one")
         model = models.pop()
     # every accepted job's delay, the ones that later expired too, in the order they were submitted
-    lags = sorted((a.submitted_ms, a.ts) for a in accepted.values() if a.model == model and a.submitted_ms is not None)
+    lags = sorted([(a.submitted_ms, a.ts) for a in accepted.values() if a.model == model and a.submitted_ms is not None]
+                  + [(x.submitted_ms, x.ts) for x in refused if x.model == model and x.submitted_ms is not None])
     size: list[int] = []
     wait: list[float] = []
     service: list[float] = []
     execs: list[float] = []
     transfer: list[float] = []
     ingress: list[float] = []
+    sent_at: list[float] = []
     prev_end = -np.inf
     for f in sorted(finished, key=lambda f: f.ts):
         d = sent.get(f.batch_id)
@@ -131,6 +158,7 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
             continue
         started = float(np.median([f.ts - it.total_ms + it.queue_ms for it in f.items]))
         size.append(f.size)
+        sent_at.append(d.ts)
         wait.append(max(started - d.ts, 0.0))
         transfer.append(max(started - max(d.ts, prev_end), 0.0))
         prev_end = f.ts
@@ -140,7 +168,11 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
             subs = {it.job_id: f.ts - it.total_ms for it in f.items}
             ingress.extend(max(accepted[j].ts - t, 0.0) for j, t in subs.items() if j in accepted)
     if lags:
-        ingress = [max(ts - sub, 0.0) for sub, ts in lags]
+        # One planner reads the stream in order, so a job was read no later than any job
+        # submitted after it: the events' own times are stamped at different points of the read
+        # (a refusal's at its start, an acceptance's after the job was registered).
+        read = np.minimum.accumulate(np.asarray([ts for _, ts in lags])[::-1])[::-1]
+        ingress = [max(float(ts) - sub, 0.0) for (sub, _), ts in zip(lags, read)]
     if not size or not ingress:
         raise DataError(f"no finished batches of {model!r} with their dispatch and acceptance in these events")
     k, svc = np.asarray(size, dtype=np.float64), np.asarray(service)
@@ -148,11 +180,26 @@ def calibrate(events: Iterable[Event], model: str | None = None) -> Calibration:
     e0, e1 = _line(k, np.asarray(execs))
     steps = _steps(sorted(ts for _, ts in lags))
     return Calibration(model=model, batches=len(size),
-                       ingress_ms=_ordered(np.asarray(ingress) if lags else np.sort(ingress)),
+                       ingress_ms=_ordered(np.asarray(ingress) if lags else np.sort(ingress), MAX_JOBS),
                        ingress_ordered=bool(lags), transfer_ms=float(np.percentile(wait, 25)),
                        transfer_run_ms=_ordered(np.asarray(transfer)), service_c0_ms=s0, service_c1_ms=s1,
                        service_residual_ms=_ordered(svc - (s0 + s1 * k)), exec_c0_ms=e0, exec_c1_ms=e1,
-                       step_ms=steps or [0.5], step_ordered=bool(steps))
+                       step_ms=steps or [0.5], step_ordered=bool(steps),
+                       start_ms=lags[0][0] if lags else None,
+                       batch_run_ms=_ordered(np.asarray(sent_at) - lags[0][0]) if lags else [],
+                       submitted_run_ms=[round(sub - lags[0][0], 3) for sub, _ in lags] if len(lags) <= MAX_JOBS else [],
+                       drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [])
+
+
+def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int) -> list[tuple[int, int]]:
+    """Requests of ``model`` finished per whole second before ``start_s``, as the planner counts
+    them (``Overload.finished``: whole batches, the last part of a split one)."""
+    per: dict[int, int] = {}
+    for ev in events:
+        if isinstance(ev, BatchFinished) and ev.model == model and ev.next_pool is None \
+                and start_s - horizon_s <= ev.ts / 1000.0 < start_s:
+            per[int(ev.ts / 1000.0)] = per.get(int(ev.ts / 1000.0), 0) + ev.size
+    return sorted(per.items())
 
 
 def _steps(accepted_ms: list[float], burst_gap_ms: float = 0.3, min_steps: int = 20) -> list[float]:

@@ -33,6 +33,8 @@ class SimResult:
     # Which requests met their deadline, in arrival order (``np.packbits``): comparing two policies
     # on the same arrivals request by request separates a real difference from noise.
     met_bits: bytes = field(default=b"", repr=False, compare=False)
+    rejected: int = 0  # refused on admission (``overloaded``): the pipeline simulator's jobs only
+    rejected_bits: bytes = field(default=b"", repr=False, compare=False)  # which, as ``met_bits``
 
     @property
     def finish_rate(self) -> float:

@@ -3,10 +3,17 @@
 ``engine.simulate`` models a policy and its batches; this models what the live planner does
 around them, with the costs a ``Calibration`` measured:
 
-* a job reaches the policy its ingress delay after it was submitted, drawn among the
-  calibration run's jobs at the same point of that run, so the planner's bursts of lag recur;
+* a job reaches the planner its ingress delay after it was submitted: replaying the calibration
+  run's own jobs (as many jobs as it measured), each job lands when it landed live (a producer
+  behind its schedule sends in bursts) and waits its own delay, so the jobs the planner read in
+  one burst are read together again; otherwise the delay is drawn among the calibration run's
+  jobs at the same point of that run, so the planner's bursts of lag recur;
+  there the planner's own admission control (``planner/overload.py``, the very object the live
+  planner builds, told of every finished batch and remembering what finished before the run)
+  refuses it ``overloaded`` or hands it to the policy;
 * the planner works in steps (``planner.service.Planner.step``): it asks the policy for a batch
-  while the worker has a free slot, at ``now`` plus the expected wait before the batch starts,
+  while the worker has a free slot (every free slot in one step, as the live loop does), at
+  ``now`` plus the expected wait before the batch starts,
   and expires what cannot finish even after the least recent wait, as ``planner.follow`` keeps;
   a busy step lasts a sampled step time (drawn the same way), so a freed slot waits for the
   loop; an idle planner wakes when a job or a finished batch arrives, as the live one blocks
@@ -14,8 +21,9 @@ around them, with the costs a ``Calibration`` measured:
 * a batch reaches the worker a transfer time later (drawn like the delays above) and waits there
   behind the batch in hand (one execution lane, ``slots`` batches held); it takes ``s0 + s1 k``
   plus a residual drawn among the calibration's batches at the same point of the run (the worker
-  slows when the machine does); the policy is told the runner's share of it (``e0 + e1 k``), as
-  the live worker reports;
+  slows when the machine does): replaying the run's own jobs, among the live batches dispatched
+  within 10 ms of the same moment; the policy is told the runner's share of it (``e0 + e1 k``),
+  as the live worker reports;
 * a request is on time when its batch finishes by its deadline.
 
 Pure: no clock, no Redis; the policy objects are the live ones.
@@ -29,9 +37,10 @@ import itertools
 import numpy as np
 
 from adaserve.planner.core import Pending, Scheduler, batch_feedback
+from adaserve.planner.overload import Overload
 from adaserve.planner.sim.calibrate import Calibration
 from adaserve.planner.sim.engine import SimResult
-from adaserve.planner.state import RecentFloor
+from adaserve.planner.state import Ewma, RecentFloor
 
 __all__ = ["simulate_pipeline"]
 
@@ -57,10 +66,31 @@ class _Draw:
         return float(self.v[lo + int(self.rng.integers(hi - lo))])
 
 
+class _TimedDraw:
+    """Samples of a calibration (ms), drawn as seconds among those taken within ``window_ms`` of
+    a moment of the calibration run (ms after its start), or the nearest one."""
+
+    def __init__(self, samples_ms: list[float], at_ms: list[float], rng: np.random.Generator,
+                 window_ms: float = 10.0) -> None:
+        order = np.argsort(at_ms, kind="stable")
+        self.v, self.at = np.asarray(samples_ms)[order] / 1e3, np.asarray(at_ms)[order]
+        self.rng, self.window = rng, window_ms
+
+    def __call__(self, t_ms: float) -> float:
+        lo, hi = np.searchsorted(self.at, [t_ms - self.window, t_ms + self.window], side="left")
+        if hi <= lo:  # none that close: the nearest
+            i = min(int(lo), self.at.size - 1)
+            if i > 0 and t_ms - self.at[i - 1] < self.at[i] - t_ms:
+                i -= 1
+            return float(self.v[i])
+        return float(self.v[lo + int(self.rng.integers(hi - lo))])
+
+
 def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job: int, deadline_s: float,
                       cal: Calibration, *, slots: int = 2, max_batch: int = 32, seed: int = 0,
-                      model: str = "sim", app: str = "default") -> SimResult:
-    """Serve jobs submitted at ``jobs_s`` (sorted, seconds) with ``scheduler`` through the pipeline."""
+                      model: str = "sim", app: str = "default", overload: Overload | None = None) -> SimResult:
+    """Serve jobs submitted at ``jobs_s`` (sorted, seconds) with ``scheduler`` through the pipeline;
+    with ``overload``, jobs are first admitted by it as the live planner admits them."""
     if slots < 1 or max_batch < 1 or requests_per_job < 1 or not deadline_s > 0:
         raise ValueError("slots, max_batch and requests_per_job >= 1 and a positive deadline are required")
     rng = np.random.default_rng(seed)
@@ -68,18 +98,36 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     n = n_jobs * requests_per_job
     resid = _Draw(cal.service_residual_ms, True, rng)
     transfer = _Draw(cal.transfer_run_ms or [cal.transfer_ms], bool(cal.transfer_run_ms), rng)
+    timed = None
     step = _Draw(cal.step_ms, cal.step_ordered, rng)
     lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
-    seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
+    if cal.ingress_ordered and len(cal.ingress_ms) == n_jobs and len(cal.submitted_run_ms) == n_jobs:
+        # in ms of the run first, rounded: the jobs of one read must be read at the very same time
+        landed = np.asarray(cal.submitted_run_ms)
+        read = np.round(landed + np.asarray(cal.ingress_ms), 3)
+        jobs_s, seen = float(jobs_s[0]) + landed / 1e3, float(jobs_s[0]) + read / 1e3
+        if len(cal.batch_run_ms) == len(cal.service_residual_ms) == len(cal.transfer_run_ms):
+            timed = (_TimedDraw(cal.service_residual_ms, cal.batch_run_ms, rng),
+                     _TimedDraw(cal.transfer_run_ms, cal.batch_run_ms, rng))
+    elif cal.ingress_ordered and len(cal.ingress_ms) == n_jobs:
+        seen = jobs_s + np.asarray(cal.ingress_ms) / 1e3
+    else:
+        seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
     order = np.argsort(seen, kind="stable")
     t_first = float(jobs_s[0]) if n_jobs else 0.0
     span = max(float(jobs_s[-1]) - t_first, 1e-9) if n_jobs else 1.0
-    ended = np.zeros(n, dtype=np.int8)  # 0 pending, 1 met, 2 late, 3 expired
+    ended = np.zeros(n, dtype=np.int8)  # 0 pending, 1 met, 2 late, 3 expired, 4 refused
+    # The admission control counts whole seconds of the server's clock: the simulated clock is
+    # put on it (the run's first submission at ``start_ms``), after what finished before the run.
+    epoch = (cal.start_ms / 1000.0 - t_first) if cal.start_ms is not None else 0.0
+    if overload is not None:
+        for sec, done in cal.drained:
+            overload.finished(model, done, float(sec))
     running: list[tuple[float, int, list[Pending], float, float, bool]] = []  # (finish, tie, batch, sent, exec, busy)
     tie = itertools.count()
     inflight, lane_free, nxt_job = 0, 0.0, 0
-    wait: float | None = None  # EWMA of dispatch-to-start plus the worker's time around the runner
+    wait = Ewma()  # dispatch-to-start plus the worker's time around the runner, as the planner keeps it
     floor = RecentFloor()  # the same gap for batches sent to an idle worker (ms), as the planner keeps
     batches = in_batches = 0
     busy = 0.0
@@ -99,33 +147,46 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             end([p for p in batch if fin <= p.deadline + 1e-12], 1)
             end([p for p in batch if fin > p.deadline + 1e-12], 2)
             gap = max(fin - exec_s - sent, 0.0)
-            wait = gap if wait is None else wait + 0.1 * (gap - wait)
+            wait.add(gap)
             if not was_busy:
                 floor.add(fin * 1000.0, gap * 1000.0)
             k = len(batch)
+            if overload is not None:
+                overload.finished(model, k, fin + epoch)
             scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim"))
         while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
             j = int(order[nxt_job])
             t0 = float(jobs_s[j])
+            nxt_job += 1
+            if overload is not None and overload.check(model, len(scheduler), requests_per_job, (t0 + epoch) * 1e3,
+                                                       deadline_s * 1e3, (float(seen[j]) + epoch) * 1e3) is not None:
+                ended[j * requests_per_job:(j + 1) * requests_per_job] = 4
+                continue
             for r in range(requests_per_job):
                 scheduler.add(Pending(str(j), str(r), app, model, t0, t0 + deadline_s,
                                       seq=j * requests_per_job + r), float(seen[j]))
-            nxt_job += 1
         low = floor.value(now * 1000.0) / 1000.0
         end(scheduler.expire(now + low), 3)
+        sent = False  # the planner's dispatch fills every free slot in one step (Planner._dispatch)
         while now >= gate and inflight < slots and len(scheduler):
-            d = scheduler.next_batch(now + (wait if inflight and wait is not None else low), max_batch)
+            d = scheduler.next_batch(now + (wait.value if inflight and wait.n else low), max_batch)
             end(d.expired, 3)
             if not d.batch:  # the policy holds its requests back: ask again a step later
                 gate = now + max(step((now - t_first) / span), WAKE_S)
                 break
             k = len(d.batch)
             exec_s = (cal.exec_c0_ms + cal.exec_c1_ms * k) / 1e3
-            service = max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + resid((now - t_first) / span), exec_s)
-            lane_free = max(now + transfer((now - t_first) / span), lane_free) + service
+            if timed is not None:  # the live batches sent at the same moment of the run
+                r_s, x_s = timed[0]((now - t_first) * 1e3), timed[1]((now - t_first) * 1e3)
+            else:
+                r_s, x_s = resid((now - t_first) / span), transfer((now - t_first) / span)
+            service = max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + r_s, exec_s)
+            lane_free = max(now + x_s, lane_free) + service
             inflight += 1
             batches, in_batches, busy = batches + 1, in_batches + k, busy + service
             heapq.heappush(running, (lane_free, next(tie), d.batch, now, exec_s, inflight > 1))
+            sent = True
+        if sent:
             gate = now + step((now - t_first) / span)
         # the next moment anything happens: a job admitted, a batch done, the loop free again
         times = [float(seen[order[nxt_job]]) if nxt_job < n_jobs else np.inf]
@@ -140,7 +201,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         now = max(nxt, now + 1e-9) if nxt <= now else nxt
     if np.any(ended == 0):
         raise RuntimeError("some requests never ended")
-    counts = np.bincount(ended, minlength=4)
+    counts = np.bincount(ended, minlength=5)
     return SimResult(n, int(counts[1]), int(counts[2]), int(counts[3]), batches,
                      in_batches / batches if batches else 0.0, busy, max(now - t_first, 1e-9),
-                     np.packbits(ended == 1).tobytes())
+                     np.packbits(ended == 1).tobytes(), rejected=int(counts[4]),
+                     rejected_bits=np.packbits(ended == 4).tobytes())

@@ -23,33 +23,48 @@ def calibration_from_run(run: str, out: Path) -> Calibration:
     from adaserve.broker import connect
     from adaserve.broker.connection import shown_url
     from adaserve.broker.settings import load_connected_settings
-    from adaserve.telemetry import TelemetryReader, run_events
+    from adaserve.planner.overload import Overload
+    from adaserve.telemetry import EventFilter, TelemetryReader, run_events
+
+    horizon_s = Overload().horizon_s  # the planner's memory, not a setting of this command
 
     settings = load_connected_settings()
     r = connect(settings)
     try:
-        events = run_events(TelemetryReader(r, settings), run)
+        reader = TelemetryReader(r, settings)
+        events = run_events(reader, run)
+        # What the planner's admission control remembered when the run began: the batches that
+        # finished in its horizon before the run's first event.
+        start = int(min((e.ts for e in events), default=0.0))
+        before = [x.event for x in reader.history(since_ms=max(start - 1000 * horizon_s, 0), until_ms=start,
+                                                  keep=EventFilter(types=("batch.finished",)))] if events else []
     finally:
         r.close()
     if not events:
         raise typer.BadParameter(f"no telemetry of run {run!r} on {shown_url(settings.redis_url)}")
-    cal = calibrate(events)
+    cal = calibrate(events, before=before, horizon_s=horizon_s)
     cal.save(out)
     return cal
 
 
 def simulate_policy(cal: Calibration, policy: str, jobs_s: np.ndarray, *, requests_per_job: int,
-                    deadline_ms: float, seed: int, max_batch: int, data_dir: Path) -> SimResult:
-    """``policy`` as the live planner builds it (the same profile fallback, the same options) on
-    jobs submitted at ``jobs_s``, through the calibrated pipeline."""
-    from adaserve.planner.config import default_factory
+                    deadline_ms: float, seed: int, max_batch: int, data_dir: Path, admission: bool | None = None,
+                    max_queue: int | None = None) -> SimResult:
+    """``policy`` as the live planner builds it (the same profile fallback, the same options, the
+    same admission control: ``adaserve planner``'s defaults unless ``admission`` / ``max_queue``
+    say otherwise) on jobs submitted at ``jobs_s``, through the calibrated pipeline."""
+    from adaserve.planner.config import PlannerConfig, default_factory
+    from adaserve.planner.overload import for_planner
     from adaserve.planner.profiles import fallback_profile
     from adaserve.planner.sim.pipeline import simulate_pipeline
 
     found = fallback_profile(data_dir, cal.model)
     sched = default_factory(policy, max_batch=max_batch)(cal.model, found[0] if found else None)
+    planner = PlannerConfig(policy=policy, max_batch=max_batch)
+    overload = for_planner(max_queue=planner.max_queue if max_queue is None else max_queue,
+                           admission=planner.admission if admission is None else admission, max_batch=max_batch)
     return simulate_pipeline(sched, jobs_s, requests_per_job, deadline_ms / 1000.0, cal, max_batch=max_batch,
-                             seed=seed, model=cal.model)
+                             seed=seed, model=cal.model, overload=overload)
 
 
 def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, duration_s: float,
@@ -65,7 +80,7 @@ def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, dur
                               seed=seed, max_batch=max_batch, data_dir=data_dir)
         out.append({"policy": policy, "model": cal.model, "jobs_per_s": rate, "deadline_ms": deadline_ms,
                     "requests": res.requests, "finish_rate": round(res.finish_rate, 4), "met": res.met,
-                    "late": res.late, "expired": res.expired, "batches": res.batches,
+                    "late": res.late, "expired": res.expired, "rejected": res.rejected, "batches": res.batches,
                     "mean_batch": round(res.mean_batch, 3)})
     return out
 

@@ -26,6 +26,16 @@ def test_verdict_counts_cells_where_orloj_is_below_the_best_baselines_minimum() 
     assert v["sim_within_0.05"] == v["sim_cells"] == 4 and v["sim_abs_error_max"] == pytest.approx(0.01)
 
 
+def test_paired_differences_are_run_by_run_and_split_by_regime() -> None:
+    cells = [_cell("orloj", 0.5, [0.90, 0.95, 0.99]), _cell("edf", 0.5, [0.91, 0.94, 0.98]),
+             _cell("orloj", 1.2, [0.80, 0.81, 0.82]), _cell("edf", 1.2, [0.70, 0.72, 0.85])]
+    p = verdict(cells)["orloj_paired"]  # type: ignore[arg-type]
+    assert p["light"]["edf"] == {"mean": pytest.approx(0.0033, abs=1e-4), "wins": 2, "losses": 1, "runs": 3,
+                                 "sign_p": 1.0}
+    assert (p["overload"]["edf"]["wins"], p["overload"]["edf"]["losses"]) == (2, 1)
+    assert p["overload"]["edf"]["mean"] == pytest.approx((0.10 + 0.09 - 0.03) / 3, abs=1e-4)
+
+
 def test_summary_is_median_min_max_of_the_runs() -> None:
     c = _cell("fifo", 0.8, [0.7, 0.9, 0.8])
     assert (c["finish_rate"], c["min"], c["max"], c["runs"]) == (0.8, 0.7, 0.9, [0.7, 0.9, 0.8])
@@ -43,7 +53,7 @@ def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: py
                                    "--plot", str(png)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert out["capacity_rps"]["ee-audio"] > 100
+    assert out["capacity_rps"]["ee-audio"] > 100 and "ee-audio" in out["capacity_clamped"]
     assert [c["policy"] for c in out["cells"]] == ["orloj", "edf"]
     for c in out["cells"]:
         assert 0.0 <= c["min"] <= c["finish_rate"] <= c["max"] <= 1.0
@@ -51,6 +61,31 @@ def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: py
         assert c["finish_rate"] > 0.5  # a light load with a generous deadline is served
     assert out["orloj_below_best_baseline"] in (0, 1) and out["sim_cells"] == 2
     assert png.stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["bench", "live", "--json", "--models", "ee-audio", "--policies", "edf",
+                                   "--loads", "0.5", "--deadlines", "100", "--repeats", "1", "--duration", "1",
+                                   "--capacity", "400", "--calibrations", str(tmp_path / "cal"),
+                                   "--plot", str(tmp_path / "live.png")])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["capacity_rps"] == {"ee-audio": 400.0} and out["capacity_clamped"] == {"ee-audio": None}
+    (cell,) = out["cells"]
+    assert cell["jobs_per_s"] == 50.0 and set(cell["lost"]) == set(cell["sim_lost"]) == {"late", "expired", "rejected"}
+    # The saved calibration replays the run: `adaserve sim` gives the bench's own prediction.
+    from adaserve.cli import app as main_app
+
+    saved = tmp_path / "cal" / f"{cell['run_ids'][0]}.json"
+    again = CliRunner().invoke(main_app, ["sim", "--calibration", str(saved), "--policy", "edf", "--rate", "50",
+                                          "--duration", "1", "-k", "4", "--deadline-ms", "100", "--seed", "0", "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout.splitlines()[-1])["results"][0]["finish_rate"] == cell["sim_finish_rate"]
 
 
 def test_unknown_policy_or_bad_loads_are_usage_errors(tmp_path: Path) -> None:

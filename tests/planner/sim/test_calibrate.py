@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adaserve.broker.events import BatchFinished, JobAccepted
+from adaserve.broker.events import BatchFinished, JobAccepted, JobRejected
 from adaserve.planner.sim.calibrate import Calibration, calibrate
 
 
@@ -20,6 +20,33 @@ def test_costs_are_measured_from_the_events(synthetic_run: list[object]) -> None
     # every accepted job counts, the expired ones (12 ms) too
     assert sorted(set(cal.ingress_ms)) == [2.0, 12.0]
     assert cal.ingress_ms.count(12.0) == 8
+
+
+def test_refused_jobs_and_the_admission_controls_memory_are_measured(synthetic_run: list[object]) -> None:
+    refused = JobRejected(ts=1405.0, job_id="late", run="r1", requests=1, reason="overloaded", model="m",
+                          submitted_ms=1395.0)
+
+    def done(ts: float, size: int, model: str = "m", next_pool: str | None = None) -> BatchFinished:
+        return BatchFinished(ts=ts, batch_id=f"p{ts}", pool="cpu", worker="w", model=model, size=size, exec_ms=1.0,
+                             items=[], next_pool=next_pool)
+
+    before = [done(200.0, 8), done(600.0, 4), done(900.0, 5, next_pool="gpu"), done(950.0, 7, model="other"),
+              done(1500.0, 9)]
+    cal = calibrate([*synthetic_run, refused], before=before)
+    assert len(cal.ingress_ms) == len(cal.submitted_run_ms) == 41 and cal.ingress_ms[-1] == 10.0
+    assert cal.start_ms == 1000.0 and cal.submitted_run_ms[-1] == 395.0
+    # whole batches of this model that finished before the run began, per second of the clock
+    assert cal.drained == [(0, 12)]
+    assert len(cal.batch_run_ms) == len(cal.transfer_run_ms) == cal.batches and cal.batch_run_ms[0] == 13.0
+
+
+def test_a_job_is_read_no_later_than_the_jobs_after_it(synthetic_run: list[object]) -> None:
+    # One planner reads the stream in order: a job stamped 30 ms after it landed, followed by one
+    # the planner read 11 ms after the first landed, was read then too (its stamp came later).
+    stamped_late = JobAccepted(ts=1031.0, job_id="x", app="a", model="m", run="r1", requests=1, deadline_ms=50,
+                               submitted_ms=1001.0)
+    cal = calibrate([*synthetic_run, stamped_late])
+    assert cal.submitted_run_ms[:3] == [0.0, 1.0, 10.0] and cal.ingress_ms[:3] == [12.0, 11.0, 2.0]
 
 
 def test_without_submitted_ms_the_finished_requests_give_the_ingress(synthetic_run: list[object]) -> None:

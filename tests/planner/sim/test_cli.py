@@ -37,7 +37,7 @@ def test_calibrate_a_run_from_the_servers_telemetry_then_reuse_it(r, settings, t
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout.splitlines()[-1])["results"]
     assert [x["policy"] for x in rows] == ["orloj", "edf"] and all(x["model"] == "m" for x in rows)
-    assert all(x["met"] + x["late"] + x["expired"] == x["requests"] for x in rows)
+    assert all(x["met"] + x["late"] + x["expired"] + x["rejected"] == x["requests"] for x in rows)
     again = CliRunner().invoke(app, ["sim", "--calibration", str(saved), "--policy", "edf", "--rate", "50",
                                      "--duration", "2", "--deadline-ms", "50", "--json"])
     assert again.exit_code == 0, again.output
