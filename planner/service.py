@@ -359,6 +359,10 @@ class Planner:
             self.follow.inflight.prune(self.now_ms() - 10 * self.settings.reclaim_idle_ms)
         if t >= self._next_touch:
             self._next_touch = t + self.settings.reclaim_idle_ms / 3000.0
+            # Acks queued this step (a rejected entry's, a finished job's) go out first: a slow step
+            # could otherwise see its own just-rejected entry as idle and claim it back (a second
+            # rejection for one job).
+            self._pipe.execute()
             self.intake.keep(self.consumer, [h.entry_id for h in self.held.values()])
             self._reclaim()
             self._trim()

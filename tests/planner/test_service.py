@@ -236,3 +236,30 @@ def test_a_job_naming_more_requests_than_allowed_gets_one_answer_not_a_flood(
     huge = [x for x in results if x.job_id == "huge"]
     assert len(huge) == 1 and huge[0].request_id == "" and huge[0].status == "rejected", huge[:3]
     assert [x.status for x in results if x.job_id == "after"] == ["completed"]
+
+
+def test_a_slow_step_does_not_claim_back_the_entry_it_just_rejected(
+    settings: Settings, r: redis.Redis[bytes],
+) -> None:
+    # A step slower than reclaim_idle_ms (a loaded machine) reaches its reclaim with the
+    # rejection's ack still queued: the entry looks idle and was claimed back, rejected twice.
+    peer = PeerWorker(settings, r)
+    peer.beat()
+    s = settings.model_copy(update={"reclaim_idle_ms": 50})
+    planner = Planner(s, PlannerConfig(max_batch=8))
+    k = Keys(s.namespace)
+    planner.start()
+    streams.publish(r, k.jobs, encode(_job("unknown", model="nope")))
+    planner.pools.refresh(planner.now_ms())
+    planner._read_ingress(block_ms=200)
+    time.sleep(0.2)  # the step's own slowness, past reclaim_idle_ms
+    planner._next_touch = 0.0
+    planner._housekeeping()
+    planner._pipe.execute()
+    planner._next_touch = 0.0
+    planner._housekeeping()
+    planner._pipe.execute()
+    results = _collect(r, k, 2, timeout=0.5)
+    assert [(x.job_id, x.status) for x in results] == [("unknown", "rejected")]
+    assert r.xpending(k.jobs, "planners")["pending"] == 0
+    planner.close()
