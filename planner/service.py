@@ -20,7 +20,7 @@ from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.finalize import Finalizer
+from adaserve.broker.finalize import Also, Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
 from adaserve.broker.outage import Outage, is_transient
@@ -150,22 +150,23 @@ class Planner:
 
     def step(self) -> None:
         self.pools.refresh(self.now_ms())
-        if self.pools.workers == 0:
+        counted = self.pools.workers > 0  # the ingress read below also brings the pools' in-flight counts
+        if not counted:
             # No worker to plan for: leave jobs in the stream rather than reject them as unknown.
             self.follow.read(200, self.scheds)
         elif self._pending() and not any(v.free > 0 for v in self.pools.views.values()):
             # Only a finished batch (a telemetry event) can free a slot.
             self.follow.read(20, self.scheds)
-            self._read_ingress(block_ms=None)
+            self._read_ingress(block_ms=None, read=False)
         else:
             # Pending work that no scheduler released last time (MOSEL's jobs wait for their first
             # monitor pass) is worth a short wait on ingress instead of a busy loop.
             idle = self.settings.block_ms if not self._pending() else (2 if self._stalled else None)
-            self._read_ingress(block_ms=idle)
-            self.follow.read(None, self.scheds)
+            self._read_ingress(block_ms=idle, read=True)
         self._stalled = False
         if self._pending():
-            self.follow.refresh_inflight()
+            if not counted:
+                self.follow.refresh_inflight()
             self._stalled = not self._dispatch()
         self._scheduler_events()
         self._housekeeping()
@@ -176,18 +177,20 @@ class Planner:
         return any(len(s) for s in self.scheds.values())
 
     # -- ingress -------------------------------------------------------------------------------
-    def _read_ingress(self, block_ms: int | None) -> None:
+    def _read_ingress(self, block_ms: int | None, *, read: bool) -> None:
+        """New jobs admitted; the telemetry since the last read (with ``read``) and the pools'
+        in-flight counts come back on the round trip that registers the jobs."""
         entries = streams.read_group(self.r, [self.keys.jobs], PLANNER_GROUP, self.consumer,
                                      count=self.config.read_count, block_ms=block_ms)
-        self._admit(entries)
+        self._admit(entries, also=lambda p: self.follow.queue(p, self.scheds, read=read))
 
-    def _admit(self, entries: list[streams.Entry]) -> None:
+    def _admit(self, entries: list[streams.Entry], *, also: Also | None = None) -> None:
         # An entry delivered again while held (a group's last-delivered-id moved back by an AOF
         # restart, redis #7105) is already being planned.
         held = {h.entry_id for h in self.held.values()}
         fresh = [e for e in entries if e.id not in held]
         self._admitting.clear()
-        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self.now_ms()):
+        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self.now_ms(), also=also):
             self._hold(e, job, done)
 
     def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:
@@ -198,11 +201,12 @@ class Planner:
             return
         self.held[job.id] = held
         sched = self._sched(job.model)
-        deadline_s = (e.ms + job.slo.deadline_ms) / 1000.0
+        # once per job, not per request: the entry id is parsed, and the clock read, on each call
+        ms, now_s, n = e.ms, self.now_ms() / 1000.0, len(job.requests)
+        arrival_s, deadline_s, floor = ms / 1000.0, (ms + job.slo.deadline_ms) / 1000.0, job.slo.min_accuracy
         for req in todo:
-            sched.add(Pending(job.id, req.id, job.app, job.model, e.ms / 1000.0, deadline_s,
-                              job.priority, (held, req), floor=job.slo.min_accuracy,
-                              job_size=len(job.requests)), self.now_ms() / 1000.0)
+            sched.add(Pending(job.id, req.id, job.app, job.model, arrival_s, deadline_s,
+                              job.priority, (held, req), floor=floor, job_size=n), now_s)
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
                     requests=len(job.requests), deadline_ms=job.slo.deadline_ms, submitted_ms=float(e.ms))
 

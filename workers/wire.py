@@ -132,7 +132,7 @@ def _item(it: dict[str, Any], lim: Limits) -> WireItem:
 
 def _num(v: object) -> float:
     if type(v) is float or type(v) is int:
-        return float(v)  # type: ignore[arg-type]
+        return float(v)
     raise ValueError("not a number")
 
 
