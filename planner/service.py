@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -182,7 +184,15 @@ class Planner:
         in-flight counts come back on the round trip that registers the jobs."""
         entries = streams.read_group(self.r, [self.keys.jobs], PLANNER_GROUP, self.consumer,
                                      count=self.config.read_count, block_ms=block_ms)
-        self._admit(entries, also=lambda p: self.follow.queue(p, self.scheds, read=read))
+        later: list[Callable[[], None]] = []  # applied once the jobs are held, as when they were two reads
+
+        def also(p: redis.client.Pipeline[bytes]) -> Callable[[list[Any]], None]:
+            take = self.follow.queue(p, self.scheds, read=read)
+            return lambda replies: later.append(lambda: take(replies))
+
+        self._admit(entries, also=also)
+        for apply in later:
+            apply()
 
     def _admit(self, entries: list[streams.Entry], *, also: Also | None = None) -> None:
         # An entry delivered again while held (a group's last-delivered-id moved back by an AOF
