@@ -36,3 +36,16 @@ def test_a_short_run_reports_each_process_cost_and_the_machine_load(
     assert cost["total_excl_model"] == pytest.approx(sum(cost[k] for k in parts), abs=0.3)
     assert out["redis_commands_per_request"] > 0
     assert len(out["load_avg_1m"]) == 2 and out["cores"] >= 1
+
+
+def test_hotpaths_times_every_piece_on_a_real_job() -> None:
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["bench", "hotpaths", "--json", "--batch", "4", "--repeats", "3", "--calls", "2"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    pieces = out["us_per_request"]
+    assert set(pieces) == {"job_decode", "batch_unpack", "batch_decode", "batch_read", "results_collect",
+                           "results_validate"}
+    for v in pieces.values():
+        assert 0 < v["min"] <= v["median"] <= v["max"]
