@@ -18,6 +18,7 @@ from adaserve.broker.errors import AdaserveError
 from adaserve.loadgen import cli as loadgen_cli
 from adaserve.models import cli as models_cli
 from adaserve.planner import cli as planner_cli
+from adaserve.planner.helios import cli as helios_cli
 from adaserve.process import cli_error
 from adaserve.profiling import cli as profiling_cli
 from adaserve.telemetry import cli as telemetry_cli
@@ -74,7 +75,7 @@ def _root(
     """SLO-aware inference serving on Redis Streams."""
 
 for module in (commands, loadgen_cli, planner_cli, workers_cli, telemetry_cli, models_cli, profiling_cli, bench_cli,
-               broker_cli):
+               broker_cli, helios_cli):
     module.register(app)
 
 

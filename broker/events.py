@@ -85,6 +85,15 @@ class BatchDispatched(_Ev):
     predicted_ms: float = 0.0
 
 
+class LmStats(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    tokens: int = Field(ge=0)
+    breaches: int = Field(ge=0)
+    exits: list[int] = Field(default_factory=list, max_length=1024)
+    prompt_ppl: float | None = None
+
+
 class RequestTiming(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -98,6 +107,9 @@ class RequestTiming(BaseModel):
     total_ms: float
     exit: int | None = None
     confidence: float | None = None
+    # A language model's tokens (HELIOS's PHT): tokens, breaches (no exit confident at tau up to
+    # the loaded depth), exits[k] = tokens whose first confident exit is k, prompt_ppl.
+    lm: LmStats | None = None
 
 
 class BatchFinished(_Ev):
@@ -116,6 +128,8 @@ class BatchFinished(_Ev):
     part: int | None = None
     next_pool: str | None = None
     forwarded: int = 0
+    # Seconds this batch paid for loading its model or more of its layers, when it did.
+    load_s: float | None = None
 
 
 class BatchDeadLettered(_Ev):
@@ -187,9 +201,38 @@ class ModelSwitched(_Ev):
     reason: str = ""
 
 
+class _HeliosDecision(_Ev):
+    """A HELIOS decision for a family (``planner/helios``) with the PHT figures that decided:
+    ``options`` holds every option weighed (model, depth, tokens/s, time to first token,
+    perplexity, cost per token, load seconds, exit coverage, and the cost it came to)."""
+
+    family: str
+    objective: str = "throughput"
+    from_model: str = ""
+    from_depth: int | None = None
+    model: str
+    depth: int
+    action: str = ""
+    breaches: int = 0
+    options: list[dict[str, Any]] = Field(default_factory=list, max_length=64)
+
+
+class HeliosEvaluated(_HeliosDecision):
+    event: Literal["helios.evaluated"] = "helios.evaluated"
+
+
+class HeliosLoadedMore(_HeliosDecision):
+    event: Literal["helios.loaded_more"] = "helios.loaded_more"
+
+
+class HeliosSwitched(_HeliosDecision):
+    event: Literal["helios.switched"] = "helios.switched"
+
+
 Event = Annotated[
     JobAccepted | JobRejected | JobExpired | JobCompleted | JobPlanned | BatchDispatched | BatchFinished
-    | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | PlannerState | ModelSwitched,
+    | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | PlannerState | ModelSwitched
+    | HeliosEvaluated | HeliosLoadedMore | HeliosSwitched,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -197,4 +240,5 @@ EVENT_TYPES: tuple[str, ...] = (
     "job.accepted", "job.rejected", "job.expired", "job.completed", "job.planned",
     "batch.dispatched", "batch.finished", "batch.deadlettered", "worker.heartbeat",
     "worker.stopped", "planner.replanned", "planner.state", "model.switched",
+    "helios.evaluated", "helios.loaded_more", "helios.switched",
 )

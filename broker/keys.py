@@ -59,6 +59,11 @@ class Keys:
     def profile(self, model: str) -> str:
         return f"{self._p}:profile:{model}"
 
+    def helios_table(self, family: str) -> str:
+        """HELIOS's state for a task family (msgpack: phase, model, depth, the PHT rows), as the
+        planner last stored it; ``adaserve helios pht`` reads it."""
+        return f"{self._p}:helios:{family}"
+
     def orloj_samples(self, model: str) -> str:
         """List of execution times measured alone by ORLOJ's online profiler (JSON items)."""
         return f"{self._p}:orloj:samples:{model}"

@@ -49,6 +49,9 @@ class Decision:
     # chooses, as modality selection does per batch.
     variant: str = "default"
     modalities: tuple[str, ...] | None = None
+    # The concrete model that serves the batch when the policy chooses it (HELIOS: the job names a
+    # family); None: the model the job named.
+    model: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +65,15 @@ class Feedback:
     request_exec_s: tuple[float, ...] = ()
     pool: str = "cpu"
     variant: str = "default"  # as the worker resolved it (a manifest name, never "default")
+    # Per request, a language model's token figures (``helios.pht.ItemStats``), and the seconds
+    # the batch paid for a (partial) load; empty / None for other models.
+    lm: tuple[Any, ...] = ()
+    load_s: float | None = None
 
 
 def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], request_exec_s: tuple[float, ...],
-                   pool: str = "cpu", variant: str = "default") -> Feedback:
+                   pool: str = "cpu", variant: str = "default", lm: tuple[Any, ...] = (),
+                   load_s: float | None = None) -> Feedback:
     """The ``Feedback`` of a batch a worker ran: per-request times only for a batch of one.
 
     A worker's per-request time is when the request's output was ready inside its batch (an
@@ -75,7 +83,7 @@ def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], 
     and the pipeline simulator both build feedback here.
     """
     per = request_exec_s if size == 1 else ()
-    return Feedback(model, size, exec_s, apps, per, pool, variant)
+    return Feedback(model, size, exec_s, apps, per, pool, variant, lm, load_s)
 
 
 class Scheduler(ABC):
@@ -126,6 +134,25 @@ class Scheduler(ABC):
         """Telemetry events of plans the policy changed on its own (MOSEL's re-selection), for
         the live planner to publish. Default: none."""
         return []
+
+    def models(self) -> tuple[str, ...]:
+        """The concrete models this policy may send batches to, when it chooses among several
+        (HELIOS's candidates): their results feed it. Default: none (the job's model only)."""
+        return ()
+
+    def runs_on(self, models: set[str]) -> bool:
+        """Whether a pool serving ``models`` can take this policy's next batch, when ``models()``
+        is not empty. Default: no."""
+        return False
+
+    def set_memory(self, memory_mb: float | None) -> None:  # noqa: B027 - optional, the default ignores
+        """The memory budget of the pool the next batch goes to (workers' ``--memory-mb``), for
+        policies that size batches by memory (HELIOS). Default: ignore."""
+
+    def table(self) -> dict[str, object] | None:
+        """A snapshot of the policy's state worth inspecting from the CLI (HELIOS's PHT), which
+        the live planner stores on the server. Default: none."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional, nothing to release by default
         """Release what the policy holds beyond its own state. Default: nothing to release."""

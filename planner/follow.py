@@ -26,6 +26,7 @@ from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import SCHEMA_VERSION
 from adaserve.planner.core import Scheduler, batch_feedback
+from adaserve.planner.helios.pht import ItemStats, item_stats
 from adaserve.planner.overload import Overload
 from adaserve.planner.pools import Pools, PoolView
 from adaserve.planner.state import Ewma, Inflight, RecentFloor
@@ -160,12 +161,13 @@ class Follower:
                 self.floor.setdefault(ev.pool, RecentFloor()).add(ev.ts, gap)
         if self.overload is not None and ev.next_pool is None:
             self.overload.finished(ev.model, ev.size, ev.ts / 1000.0)
-        sched = scheds.get(ev.model)
+        sched = scheds.get(ev.model) or _chooser(scheds, ev.model)
         # One part of a split model is not the batch latency the policy models; the planner keeps
         # learning from whole runs (per-part models belong to placement).
         if sched is not None and ev.part is None:
             sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, ev.apps,
-                                         tuple(x / 1000.0 for x in ev.item_exec_ms), ev.pool, ev.variant))
+                                         tuple(x / 1000.0 for x in ev.item_exec_ms), ev.pool, ev.variant,
+                                         ev.lm, ev.load_s))
 
     def wait_ms(self, pool: str, now_ms: float) -> float:
         """Expected ms before a batch sent to ``pool`` now starts (and the worker's overhead):
@@ -228,11 +230,14 @@ class Finished:
     next_pool: str | None
     apps: tuple[str, ...]
     item_exec_ms: tuple[float, ...]
+    lm: tuple[ItemStats, ...] = ()  # a language model's token figures per request (HELIOS's PHT)
+    load_s: float | None = None
 
     @classmethod
     def of(cls, ev: BatchFinished) -> Finished:
+        lm = tuple(s for s in (item_stats(i.lm) for i in ev.items) if s is not None)
         return cls(ev.batch_id, ev.ts, ev.pool, ev.model, ev.variant, ev.size, ev.exec_ms, ev.part, ev.next_pool,
-                   tuple(i.app for i in ev.items), tuple(i.exec_ms for i in ev.items))
+                   tuple(i.app for i in ev.items), tuple(i.exec_ms for i in ev.items), lm, ev.load_s)
 
 
 def _quick_finished(body: dict[str, Any]) -> Finished | None:
@@ -244,10 +249,13 @@ def _quick_finished(body: dict[str, Any]) -> Finished | None:
         return None
     try:
         items = body["items"]
+        lm = tuple(s for s in (item_stats(i.get("lm")) for i in items) if s is not None)
+        load = body.get("load_s")
         f = Finished(body["batch_id"], float(body["ts"]), body["pool"], body["model"], body.get("variant", "default"),
                      int(body["size"]), float(body["exec_ms"]), body.get("part"), body.get("next_pool"),
-                     tuple(i["app"] for i in items), tuple(float(i["exec_ms"]) for i in items))
-    except (KeyError, TypeError, ValueError):
+                     tuple(i["app"] for i in items), tuple(float(i["exec_ms"]) for i in items), lm,
+                     None if load is None else float(load))
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
     ok = (isinstance(f.batch_id, str) and isinstance(f.pool, str) and isinstance(f.model, str)
           and isinstance(f.variant, str) and all(isinstance(a, str) for a in f.apps))
@@ -256,6 +264,14 @@ def _quick_finished(body: dict[str, Any]) -> Finished | None:
 
 # What the planner acts on; the rest of the stream (its own events among them) is not validated.
 _FOLLOWED = frozenset(("worker.heartbeat", "worker.stopped", "batch.finished"))
+
+
+def _chooser(scheds: Mapping[str, Scheduler], model: str) -> Scheduler | None:
+    """The policy that chose ``model`` for a batch (HELIOS: a family's scheduler), if any."""
+    for s in scheds.values():
+        if model in s.models():
+            return s
+    return None
 
 
 def _text(x: object) -> str:

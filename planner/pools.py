@@ -18,6 +18,7 @@ class PoolView:
     slots: int = 0
     inflight: int = 0
     models: set[str] = field(default_factory=set)
+    memory_mb: float | None = None  # the smallest budget its workers advertise (``--memory-mb``)
 
     @property
     def free(self) -> int:
@@ -49,6 +50,9 @@ class Pools:
             v.slots += hb.slots
             v.models.update(hb.models)
             inputs.update(hb.inputs)
+            mb = getattr(hb, "memory_mb", None)
+            if isinstance(mb, (int, float)) and mb > 0:
+                v.memory_mb = float(mb) if v.memory_mb is None else min(v.memory_mb, float(mb))
         for name, v in views.items():
             old = self.views.get(name)
             v.inflight = old.inflight if old else 0

@@ -19,7 +19,7 @@ import redis
 
 from adaserve.broker import streams
 from adaserve.broker.clock import ServerClock
-from adaserve.broker.codec import encode
+from adaserve.broker.codec import encode, encode_map
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Also, Finalizer
@@ -32,6 +32,7 @@ from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_fac
 from adaserve.planner.core import Decision, Pending, Scheduler
 from adaserve.planner.dispatch import build_batch, expiries
 from adaserve.planner.follow import Follower
+from adaserve.planner.helios import Helios, HeliosParams, HeliosScheduler, Repository, load_repository, servable
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
 from adaserve.planner.overload import Overload
@@ -46,13 +47,15 @@ log = logging.getLogger("adaserve.planner")
 
 class Planner:
     def __init__(self, settings: Settings, config: PlannerConfig | None = None, *, limits: Limits | None = None,
-                 factory: SchedulerFactory | None = None) -> None:
+                 factory: SchedulerFactory | None = None, helios: HeliosParams | None = None) -> None:
         self.settings, self.config = settings, config or PlannerConfig()
         self.limits = limits or default_limits()
         self.keys = Keys(settings.namespace)
         self.r = connect(settings, block_ms=max(settings.block_ms, 500))
         self.fin = Finalizer(self.r, settings)
-        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job)
+        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job, family=self._is_family)
+        self.helios = helios or HeliosParams()
+        self._repo: Repository | None = None  # HELIOS's families, read from the models on first need
         self.consumer = self.config.consumer()
         self._splits = parse_splits(tuple(self.config.split))
         self.factory = factory or default_factory(self.config.policy, self.config.modality, settings,
@@ -220,10 +223,24 @@ class Planner:
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
                     requests=len(job.requests), deadline_ms=job.slo.deadline_ms, submitted_ms=float(e.ms))
 
+    def _repository(self) -> Repository:
+        if self._repo is None:
+            self._repo = load_repository(self.settings.data_dir)
+        return self._repo
+
+    def _is_family(self, name: str) -> bool:
+        """A task family (HELIOS) that no worker serves under that name as a model."""
+        return not self.pools.known(name) and self._repository().is_family(name)
+
     def _check_job(self, job: Job, entry_ms: float) -> None:
         """Admission by the model's scheduler, when it has a say (MOSEL: is the floor reachable),
-        then by load: can the queue ahead serve the job by its deadline (``overloaded``)."""
-        sched = self._sched(job.model)
+        then by load: can the queue ahead serve the job by its deadline (``overloaded``). A job
+        naming a family needs a candidate that can serve it (``no_candidate``, with the reasons)."""
+        only: list[str] | None = None
+        if self._is_family(job.model):
+            live = {m: self.pools.inputs.get(m) for v in self.pools.views.values() for m in v.models}
+            only = servable(job, self._repository().candidates(job.model), live, self.limits)
+        sched = self._sched(job.model, job.slo.objective, only)
         sched.check_job(job)
         now_ms, n = self.now_ms(), len(job.requests)
         queued = len(sched) + self._admitting.get(job.model, 0)
@@ -233,8 +250,14 @@ class Planner:
             raise InvalidMessage("overloaded", why)
         self._admitting[job.model] = self._admitting.get(job.model, 0) + n
 
-    def _sched(self, model: str) -> Scheduler:
+    def _sched(self, model: str, objective: str = "throughput", only: list[str] | None = None) -> Scheduler:
         s = self.scheds.get(model)
+        if s is None and self._is_family(model):
+            # The family's first job sets the objective its scheduler optimises, and the candidates
+            # a live worker serves are the ones it chooses among.
+            cands = tuple(c for c in self._repository().candidates(model) if only is None or c.name in only)
+            s = self.scheds[model] = HeliosScheduler(Helios(model, cands, objective, self.helios))
+            log.info("%s: HELIOS over %s (objective %s)", model, ", ".join(c.name for c in cands), objective)
         if s is None:
             raw = self.r.get(self.keys.profile(model))
             profile = Profile.from_json(raw) if raw else None
@@ -259,11 +282,13 @@ class Planner:
             for pool in sorted(self.pools.views.values(), key=lambda v: -v.free):
                 if pool.free <= 0:
                     continue
-                ready = [(s.earliest_deadline(), m) for m, s in self.scheds.items() if len(s) and m in pool.models]
+                ready = [(s.earliest_deadline(), m) for m, s in self.scheds.items()
+                         if len(s) and (m in pool.models or s.runs_on(pool.models))]
                 if not ready:
                     continue
                 _, model = min(ready)
                 started = self.report.start()
+                self.scheds[model].set_memory(pool.memory_mb)
                 decision = self.scheds[model].next_batch((now_ms + self.follow.wait_ms(pool.name, now_ms)) / 1000.0,
                                                          self.config.max_batch)
                 self.report.decided(started)
@@ -280,6 +305,7 @@ class Planner:
 
     def _send(self, model: str, pool: str, decision: Decision, now_ms: float) -> None:
         items, predicted_s = decision.batch, decision.predicted_s
+        model = decision.model or model  # the concrete model a policy chose (HELIOS, for a family)
         plan = self._plan(model, pool, decision)
         batch_id, raw = build_batch(model, items, now_ms, plan)
         self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen, approximate=True)
@@ -316,14 +342,25 @@ class Planner:
 
     def _scheduler_events(self) -> None:
         # Policies that change plans on their own (MOSEL's re-selection) report it as events.
-        for sched in self.scheds.values():
-            for name, body in sched.drain_events():
+        for key, sched in self.scheds.items():
+            events = sched.drain_events()
+            for name, body in events:
                 self._event(name, **body)
+            if events:
+                self._store_table(key, sched)
+
+    def _store_table(self, key: str, sched: Scheduler) -> None:
+        """What a policy shows of itself (HELIOS's PHT), for ``adaserve helios pht``."""
+        table = sched.table()
+        if table is not None:
+            self._pipe.set(self.keys.helios_table(key), encode_map({"ts": self.now_ms(), **table}))
 
     # -- housekeeping --------------------------------------------------------------------------
     def _housekeeping(self) -> None:
         self.feedback.tick(self.scheds)  # a clock read, except once every few seconds
         if self.report.due():
+            for key, sched in self.scheds.items():
+                self._store_table(key, sched)
             raw = encode(self.report.take(self.now_ms(), self.scheds, len(self.held)))
             self._pipe.hset(self.keys.planners, self.consumer, raw)
             self._pipe.xadd(self.keys.telemetry, {b"m": raw}, maxlen=self.settings.telemetry_maxlen, approximate=True)

@@ -17,6 +17,7 @@ from adaserve.broker.events import BatchDeadLettered
 from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import SCHEMA_VERSION, Result, Timings
 from adaserve.workers.execute import BatchOutcome, ItemOutcome
+from adaserve.workers.lmstats import lm_stats
 from adaserve.workers.wire import AnyBatch, items_of
 
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
@@ -60,9 +61,12 @@ def finished(
         # 11 fields of its own (a fixmap, one header byte) and 5 shared: one map of 16
         result = _MAP16 + shared + packb(own)[1:]
         packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, result))
-        timings.append({"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
-                        "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
-                        "total_ms": total_ms, "exit": exit_, "confidence": out.confidence})
+        timing = {"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
+                  "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
+                  "total_ms": total_ms, "exit": exit_, "confidence": out.confidence}
+        if ok and "confidence" in out.outputs:  # a language model's tokens, for HELIOS's PHT
+            timing["lm"] = lm_stats(out.outputs, exit_)
+        timings.append(timing)
     event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
              "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
              "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,

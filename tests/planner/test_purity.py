@@ -24,6 +24,9 @@ SHELL = {  # the I/O loop around the core, and the planner's command line
     "mosel/monitor.py": "the thread MOSEL's re-selection runs on",
     "mosel/store.py": "finds profiles and cached matrices in files and Redis",
     "mosel/shell.py": "builds the live MOSEL scheduler from what the store finds, with the monitor",
+    "helios/store.py": "reads the candidates' profiles and manifests from files, and the stored PHT",
+    "helios/cli.py": "the helios command",
+    "helios/__init__.py": "the package's public API, which includes the store",
 }
 BOUNDED = {  # pure in their decisions, with a stated exception
     "mosel/ilp.py": "the solver's time limit is wall time by nature (CBC); the budget comes in as a number",

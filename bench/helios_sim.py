@@ -1,0 +1,148 @@
+"""Replaying the drifting stream through the policies with the measured per-token costs.
+
+One worker slot, prompts arriving as a Poisson stream at a given rate; a batch takes a (partial)
+load when its model and depth are not resident, a prefill and ``new`` lockstep steps at its depth
+and size (or, for ``static-*``, batch size one with each token leaving at its first confident
+exit, the EE-LLM baseline). HELIOS runs the planner's own controller (``planner/helios``): the
+simulated results feed its PHT exactly as ``batch.finished`` does live.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adaserve.bench.helios_trace import BATCHES, Costs, Trace
+from adaserve.planner.helios import BatchObs, Candidate, DepthFigures, Helios, HeliosParams, ItemStats
+from adaserve.planner.helios.decide import batch_for_memory
+
+
+def _at(table: dict[int, float], b: int) -> float:
+    """Seconds at batch ``b``, linear between the measured sizes (beyond: per-request slope)."""
+    sizes = sorted(table)
+    if b <= sizes[0]:
+        return table[sizes[0]]
+    for lo, hi in itertools.pairwise(sizes):
+        if b <= hi:
+            return table[lo] + (table[hi] - table[lo]) * (b - lo) / (hi - lo)
+    lo, hi = sizes[-2], sizes[-1]
+    return table[hi] + (table[hi] - table[lo]) / (hi - lo) * (b - hi)
+
+
+def candidate(c: Costs, ppl: dict[int, float], family: str = "lm", new: int = 16) -> Candidate:
+    """The repository's entry for a model from its measured costs and held-out perplexities."""
+    figs = {}
+    for d in c.step_s:
+        rate = {b: b * new / (c.prefill_s[d][b] + (new - 1) * c.step_s[d][b]) for b in BATCHES}
+        figs[d] = DepthFigures(d, rate, c.prefill_s[d][1], c.weight_bytes[d], c.kv_bytes_per_token[d], c.load_s[d],
+                               1.0 / rate[1], {"held-out": ppl[d]}, {})
+    return Candidate(c.model, family, 0.8, figs)
+
+
+@dataclass
+class Run:
+    policy: str
+    tokens: int = 0
+    busy_s: float = 0.0
+    first_arrival: float = 0.0
+    last_done: float = 0.0
+    ttft: list[float] = field(default_factory=list)
+    log_ppl: list[float] = field(default_factory=list)
+    batches: list[int] = field(default_factory=list)
+    exits: dict[str, int] = field(default_factory=dict)  # "model@depth" -> tokens
+    loads: int = 0
+    switches: int = 0
+    evaluations: int = 0
+    breach_tokens: int = 0
+    breach_same: int = 0  # breaching tokens whose token at the served exit is the whole model's
+
+    def figures(self) -> dict[str, object]:
+        span = max(self.last_done - self.first_arrival, 1e-9)
+        t = np.array(self.ttft) if self.ttft else np.zeros(1)
+        return {"policy": self.policy, "tokens_per_s": self.tokens / span, "ttft_p50_s": float(np.percentile(t, 50)),
+                "ttft_p99_s": float(np.percentile(t, 99)),
+                "perplexity": float(math.exp(np.mean(self.log_ppl))) if self.log_ppl else None,
+                "cpu_s_per_token": self.busy_s / max(self.tokens, 1), "mean_batch": float(np.mean(self.batches)),
+                "exits": dict(sorted(self.exits.items())), "loads": self.loads, "switches": self.switches,
+                "evaluations": self.evaluations,
+                "breach_unchanged": self.breach_same / self.breach_tokens if self.breach_tokens else None}
+
+
+def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs: dict[str, Costs],
+             cands: Sequence[Candidate], *, new: int, memory_mb: float, max_batch: int, objective: str = "throughput",
+             params: HeliosParams | None = None) -> Run:
+    run = Run(policy, first_arrival=float(arrivals[0]))
+    by_name = {c.name: c for c in cands}
+    helios = Helios("lm", cands, objective, params) if policy.startswith("helios") else None
+    resident: tuple[str, int] | None = None
+    now, nxt, n = 0.0, 0, len(arrivals)
+    while nxt < n:
+        now = max(now, float(arrivals[nxt]))
+        waiting = int(np.searchsorted(arrivals, now, side="right")) - nxt
+        if policy.startswith("static-"):
+            model, depth, limit = policy[7:], by_name[policy[7:]].max_depth, 1
+        elif policy.startswith("fixed-"):
+            model, _, d = policy[6:].rpartition("-d")
+            depth, limit = int(d), None
+        else:
+            assert helios is not None
+            model, depth, limit = helios.target()
+        c, tr = costs[model], traces[model]
+        size = batch_for_memory(by_name[model].at(depth), memory_mb, c.block_size, max_batch)
+        size = min(size, waiting, limit or size)
+        batch = list(range(nxt, nxt + size))
+        load = 0.0
+        if resident != (model, depth):
+            if resident is not None and resident[0] == model:
+                # the deeper layers only; serving shallower keeps what is resident (no load)
+                load = max(c.load_s[depth] - c.load_s[resident[1]], 0.0)
+            else:
+                load = c.load_s[depth]
+            run.loads += load > 0
+            resident = (model, max(depth, resident[1]) if resident is not None and resident[0] == model else depth)
+        ei = tr.exits.index(depth) if depth in tr.exits else len(tr.exits) - 1
+        if policy.startswith("static-"):
+            p = batch[0]
+            steps = [c.step_s[e if e else depth][1] for e in tr.exit_at_tau[p][1:]]
+            exec_s = c.prefill_s[depth][1] + sum(steps)
+            for e in tr.exit_at_tau[p]:
+                key = f"{model}@{e if e else depth}"
+                run.exits[key] = run.exits.get(key, 0) + 1
+        else:
+            exec_s = _at(c.prefill_s[depth], size) + (new - 1) * _at(c.step_s[depth], size)
+            run.exits[f"{model}@{depth}"] = run.exits.get(f"{model}@{depth}", 0) + new * size
+        start = now + load
+        for p in batch:
+            run.ttft.append(start + (exec_s / new if not policy.startswith("static-") else c.prefill_s[depth][1])
+                            - float(arrivals[p]))
+            run.log_ppl.append(math.log(float(tr.ppl[p, ei])))
+            e = tr.exit_at_tau[p]
+            breach = (e == 0) | (e > depth)
+            run.breach_tokens += int(breach.sum()) if not policy.startswith("static-") else 0
+            run.breach_same += int((breach & tr.agree[p, :, ei]).sum()) if not policy.startswith("static-") else 0
+        now = start + exec_s
+        run.busy_s += load + exec_s
+        run.tokens += new * size
+        run.batches.append(size)
+        run.last_done = now
+        nxt += size
+        if helios is not None:
+            helios.dispatched(model, depth, size)
+            items = tuple(_item(tr, p, depth, ei, new) for p in batch)
+            helios.observe(BatchObs(model, depth, size, exec_s, items, load if load > 0 else None))
+            helios.events.clear()
+    if helios is not None:
+        run.switches = helios.counts["switches"]
+        run.evaluations = helios.counts["evaluations"]
+        run.loads = max(run.loads, helios.counts["loads"])
+    return run
+
+
+def _item(tr: Trace, p: int, depth: int, ei: int, new: int) -> ItemStats:
+    e = np.where(tr.exit_at_tau[p] > depth, 0, tr.exit_at_tau[p])
+    exits = np.bincount(e, minlength=depth + 1).tolist()
+    return ItemStats(new, int((e == 0).sum()), tuple(int(x) for x in exits), float(tr.ppl[p, ei]))

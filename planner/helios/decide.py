@@ -1,0 +1,162 @@
+"""HELIOS's decisions as pure functions of the repository and the PHT.
+
+* ``shortlist``: the top K candidates for the objective from the offline figures (Step 1);
+* ``greedy_depth``: the shallowest exit that covers ``coverage`` of the tokens' exits (Step 3);
+* ``choose``: after an evaluation round, the candidate and depth that best meet the objective
+  among those whose perplexity is within ``ppl_slack`` of the most accurate (Step 2);
+* ``load_more_or_switch``: on a tripped breach counter, loading more layers of the current model
+  against switching to another candidate at its own greedy depth, by which meets the objective
+  at the least cost over the coming ``horizon`` tokens *including* the measured load time;
+* ``batch_for_memory``: the batch that fits a worker's memory with weights and KV cache at the
+  loaded depth (partial loading turned into larger batches, Sec. 5.2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .pht import Estimate, PerformanceHistory, estimate
+from .repository import Candidate, DepthFigures
+
+OBJECTIVES = ("throughput", "latency", "accuracy", "energy")
+
+
+def profile_score(fig: DepthFigures, objective: str, batch: int = 1) -> float:
+    """Lower is better: the objective's figure from the offline profile."""
+    if objective == "throughput":
+        rate = fig.rate(batch)
+        return 1.0 / rate if rate > 0 else math.inf
+    if objective == "latency":
+        return fig.ttft_s
+    if objective == "accuracy":
+        return fig.mean_perplexity()
+    if objective == "energy":
+        return fig.cpu_s_per_token if fig.cpu_s_per_token > 0 else profile_score(fig, "throughput", batch)
+    raise ValueError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+
+
+def score(e: Estimate, objective: str) -> float:
+    """Lower is better: the objective's figure as the PHT estimates it."""
+    if objective == "throughput":
+        return 1.0 / e.tokens_per_s if e.tokens_per_s > 0 else math.inf
+    if objective == "latency":
+        return e.ttft_s
+    if objective == "accuracy":
+        return e.perplexity
+    if objective == "energy":
+        return e.cost_per_token
+    raise ValueError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+
+
+def shortlist(cands: Sequence[Candidate], objective: str, k: int = 2, ppl_slack: float = 0.5) -> list[Candidate]:
+    """The top ``k`` for ``objective`` from the offline figures at full depth.
+
+    The repository's benchmarks decide who is competent (perplexity within ``ppl_slack`` of the
+    best, a loose bound: the evaluation on real traffic is the fine one); the objective orders
+    those, and the rest fill the list only when too few are competent."""
+    if not cands:
+        return []
+    full = {c.name: c.at(c.max_depth) for c in cands}
+    best_ppl = min(f.mean_perplexity() for f in full.values())
+    competent = [c for c in cands if full[c.name].mean_perplexity() <= best_ppl * (1 + ppl_slack)]
+    ranked = sorted(competent, key=lambda c: (profile_score(full[c.name], objective), c.name))
+    rest = sorted((c for c in cands if c not in competent), key=lambda c: full[c.name].mean_perplexity())
+    return (ranked + rest)[:max(k, 1)]
+
+
+def greedy_depth(pht: PerformanceHistory, cand: Candidate, coverage: float) -> int:
+    """The shallowest exit of ``cand`` whose share of observed tokens reaches ``coverage``
+    (the whole model when no exit does, or nothing was observed)."""
+    for d in cand.depths:
+        share = pht.exit_share(cand.name, d)
+        if share is not None and share >= coverage:
+            return d
+    return cand.max_depth
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    model: str
+    depth: int
+    action: str  # "select", "load_more", "switch", "stay"
+    cost_s: float
+    options: tuple[dict[str, object], ...]  # every option weighed, with the figures that decided
+
+
+def _row(e: Estimate, cost: float, action: str) -> dict[str, object]:
+    return {"model": e.model, "depth": e.depth, "action": action, "tokens_per_s": round(e.tokens_per_s, 3),
+            "ttft_s": round(e.ttft_s, 6), "perplexity": round(e.perplexity, 4),
+            "cost_per_token": round(e.cost_per_token, 8), "load_s": round(e.load_s, 4),
+            "coverage": None if e.coverage is None else round(e.coverage, 4), "cost": round(cost, 6)}
+
+
+def _best(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float, horizon: int,
+          loaded: set[tuple[str, int]], coverage: float) -> Choice:
+    """The option with the least cost over ``horizon`` tokens among the accurate enough ones.
+
+    Accurate enough: its tokens confident at its depth for at least ``coverage`` of this traffic
+    (as far as the PHT knows; all options when none is), and its perplexity within
+    ``ppl_slack`` of the best of those. Cost is in the objective's unit times tokens, plus the
+    load time where the option needs a load (for accuracy: perplexity first, then the same cost)."""
+    confident = [o for o in options if o[0].coverage is None or o[0].coverage >= coverage] or options
+    best_ppl = min(e.perplexity for e, _ in confident)
+    rows, ok = [], []
+    for e, action in options:
+        load = 0.0 if (e.model, e.depth) in loaded else e.load_s
+        if objective == "latency":
+            cost = e.ttft_s * max(horizon // 16, 1) + load  # one first token per prompt of ~16 tokens
+        elif objective == "energy":
+            cost = e.cost_per_token * horizon + load
+        else:
+            cost = (horizon / e.tokens_per_s if e.tokens_per_s > 0 else math.inf) + load
+        rows.append(_row(e, cost, action))
+        if (e, action) in confident and e.perplexity <= best_ppl * (1 + ppl_slack):
+            ok.append((e.perplexity if objective == "accuracy" else cost, cost, e, action))
+    _, cost, e, action = min(ok, key=lambda t: (t[0], t[1], t[2].model, t[2].depth))
+    return Choice(e.model, e.depth, action, cost, tuple(rows))
+
+
+def choose(pht: PerformanceHistory, cands: Sequence[Candidate], objective: str, *, coverage: float,
+           ppl_slack: float, horizon: int, batch: int = 1, partial: bool = True,
+           loaded: set[tuple[str, int]] | None = None) -> Choice:
+    """After evaluation: each candidate at its greedy depth (its full depth without ``partial``)."""
+    options = []
+    for c in cands:
+        d = greedy_depth(pht, c, coverage) if partial else c.max_depth
+        options.append((estimate(pht, c, d, batch), "select"))
+    return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage)
+
+
+def load_more_or_switch(pht: PerformanceHistory, cands: Sequence[Candidate], current: str, depth: int,
+                        objective: str, *, coverage: float, ppl_slack: float, horizon: int, batch: int = 1,
+                        switching: bool = True, loaded: set[tuple[str, int]] | None = None) -> Choice:
+    """The breach counter tripped while ``current`` runs at ``depth``: load the next deeper exit
+    of the current model that the PHT says covers ``coverage`` of the tokens (at least one exit
+    deeper), or switch to another candidate at its own greedy depth: whichever costs least."""
+    by_name = {c.name: c for c in cands}
+    cur = by_name[current]
+    deeper = [d for d in cur.depths if d > depth]
+    options: list[tuple[Estimate, str]] = []
+    if deeper:
+        d = next((x for x in deeper if (pht.exit_share(current, x) or 0.0) >= coverage), deeper[-1])
+        options.append((estimate(pht, cur, d, batch), "load_more"))
+    else:  # the whole model is loaded already: staying is the alternative to a switch
+        options.append((estimate(pht, cur, depth, batch), "stay"))
+    if switching:
+        for c in cands:
+            if c.name != current:
+                options.append((estimate(pht, c, greedy_depth(pht, c, coverage), batch), "switch"))
+    return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage)
+
+
+def batch_for_memory(fig: DepthFigures, memory_mb: float | None, context_tokens: int, cap: int) -> int:
+    """The largest batch whose weights plus KV cache (``context_tokens`` per sequence) fit
+    ``memory_mb``; ``cap`` when no budget is known, and at least 1 (a model that does not fit
+    at all is the admission's business, not a batch size's)."""
+    if memory_mb is None or memory_mb <= 0:
+        return cap
+    free = memory_mb * 2**20 - fig.weight_bytes
+    per_seq = max(fig.kv_bytes_per_token * context_tokens, 1)
+    return max(1, min(cap, int(free // per_seq)))

@@ -1,0 +1,226 @@
+"""The Performance History Table (HELIOS Sec. 3.4): what each candidate really did on this traffic.
+
+One row per (model, loaded depth), each a window of its most recent batches, so that a task that
+drifts away from a model shows in its figures within a window, not after the whole history. A
+row records, from the results' own fields (``lm`` in ``batch.finished``):
+
+* the exit each generated token would take at the confidence threshold (the first exit head at
+  or below the loaded depth whose top-1 probability reaches tau; 0: none, a breach);
+* tokens/s of the batches, and the time to first token (a batch's prefill share: its time over
+  the steps it ran, one step being the prefill);
+* accuracy, reference-free: the perplexity of each prompt under the model at the loaded depth,
+  from the prefill logits the model computes anyway;
+* cost: CPU-seconds per token on a CPU host (batch time, one intra-op thread), and the measured
+  time each (partial) load took.
+
+Estimates for a depth not yet run come from the offline profile scaled by what this traffic
+measured at a depth that did run (``Estimate``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .repository import Candidate
+
+
+@dataclass(frozen=True, slots=True)
+class ItemStats:
+    """One request's tokens as a worker reported them."""
+
+    tokens: int
+    breaches: int
+    exits: tuple[int, ...] = ()  # exits[k]: tokens whose first confident exit is k (0: none)
+    prompt_ppl: float | None = None
+
+
+def item_stats(raw: object) -> ItemStats | None:
+    """A request's ``lm`` figures from ``batch.finished`` (a map or its model), None when absent
+    or malformed (a request of another model, a worker of an older version)."""
+    if raw is None:
+        return None
+    body: dict[str, Any] = raw if isinstance(raw, dict) else {
+        k: getattr(raw, k, None) for k in ("tokens", "breaches", "exits", "prompt_ppl")}
+    try:
+        tokens, breaches = int(body["tokens"]), int(body["breaches"])
+        exits = tuple(int(x) for x in (body.get("exits") or ()))
+        ppl = body.get("prompt_ppl")
+        return ItemStats(tokens, breaches, exits, None if ppl is None else float(ppl))
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchObs:
+    model: str
+    depth: int
+    size: int
+    exec_s: float
+    items: tuple[ItemStats, ...]
+    load_s: float | None = None
+
+
+@dataclass
+class Row:
+    model: str
+    depth: int
+    window: int = 64
+    batches: deque[BatchObs] = field(default_factory=deque)
+    load_s: float | None = None
+
+    def add(self, obs: BatchObs) -> None:
+        self.batches.append(obs)
+        while len(self.batches) > self.window:
+            self.batches.popleft()
+        if obs.load_s is not None:
+            self.load_s = obs.load_s
+
+    @property
+    def prompts(self) -> int:
+        return sum(len(b.items) for b in self.batches)
+
+    @property
+    def tokens(self) -> int:
+        return sum(i.tokens for b in self.batches for i in b.items)
+
+    @property
+    def breaches(self) -> int:
+        return sum(i.breaches for b in self.batches for i in b.items)
+
+    def tokens_per_s(self) -> float | None:
+        secs = sum(b.exec_s for b in self.batches)
+        return self.tokens / secs if secs > 0 and self.tokens else None
+
+    def ttft_s(self) -> float | None:
+        """Mean prefill share: a batch of N steps spends about 1/N of its time before its first token."""
+        vals = [b.exec_s / max(max((i.tokens for i in b.items), default=1), 1) for b in self.batches]
+        return sum(vals) / len(vals) if vals else None
+
+    def mean_batch(self) -> float:
+        return sum(b.size for b in self.batches) / len(self.batches) if self.batches else 0.0
+
+    def perplexity(self) -> float | None:
+        """Geometric mean of the prompts' perplexities (a mean of their mean log-likelihoods)."""
+        logs = [math.log(i.prompt_ppl) for b in self.batches for i in b.items
+                if i.prompt_ppl is not None and i.prompt_ppl > 0 and math.isfinite(i.prompt_ppl)]
+        return math.exp(sum(logs) / len(logs)) if logs else None
+
+    def exit_counts(self) -> list[int]:
+        out = [0] * (self.depth + 1)
+        for b in self.batches:
+            for i in b.items:
+                if i.exits:
+                    for k, n in enumerate(i.exits[:self.depth + 1]):
+                        out[k] += n
+                else:  # no per-exit figures: confident tokens counted at the loaded depth
+                    out[0] += i.breaches
+                    out[self.depth] += i.tokens - i.breaches
+        return out
+
+    def cpu_s_per_token(self) -> float | None:
+        rate = self.tokens_per_s()
+        return 1.0 / rate if rate else None
+
+
+class PerformanceHistory:
+    """Rows by (model, depth) and the estimates the decisions read."""
+
+    def __init__(self, window: int = 64) -> None:
+        self.window = window
+        self.rows: dict[tuple[str, int], Row] = {}
+
+    def record(self, obs: BatchObs) -> Row:
+        row = self.rows.get((obs.model, obs.depth))
+        if row is None:
+            row = self.rows[(obs.model, obs.depth)] = Row(obs.model, obs.depth, self.window)
+        row.add(obs)
+        return row
+
+    def of(self, model: str) -> list[Row]:
+        return [r for (m, _), r in sorted(self.rows.items()) if m == model]
+
+    def exit_share(self, model: str, depth: int) -> float | None:
+        """Share of observed tokens whose first confident exit is at or below ``depth``.
+
+        Only rows loaded at least as deep say where a token exits up to ``depth``; a token that
+        breached at a shallower depth is counted as needing more (conservative)."""
+        covered = total = 0
+        for r in self.of(model):
+            counts = r.exit_counts()
+            total += sum(counts)
+            covered += sum(counts[1:min(depth, r.depth) + 1])
+        return covered / total if total else None
+
+    def exit_distribution(self, model: str) -> dict[int, int]:
+        """Tokens by first confident exit (0: none up to the loaded depth), over every row."""
+        out: dict[int, int] = {}
+        for r in self.of(model):
+            for k, n in enumerate(r.exit_counts()):
+                if n:
+                    out[k] = out.get(k, 0) + n
+        return out
+
+    def snapshot(self) -> list[dict[str, object]]:
+        """The table as plain rows (for the CLI and the ``helios.*`` events)."""
+        out: list[dict[str, object]] = []
+        for (m, d), r in sorted(self.rows.items()):
+            out.append({"model": m, "depth": d, "prompts": r.prompts, "tokens": r.tokens,
+                        "breach_share": round(r.breaches / r.tokens, 4) if r.tokens else None,
+                        "tokens_per_s": _r(r.tokens_per_s()), "ttft_s": _r(r.ttft_s(), 6),
+                        "perplexity": _r(r.perplexity()), "mean_batch": round(r.mean_batch(), 2),
+                        "load_s": _r(r.load_s, 4), "exits": r.exit_counts()})
+        return out
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A candidate at a depth, as the PHT (scaled profile where it has no row) expects it to do."""
+
+    model: str
+    depth: int
+    tokens_per_s: float
+    ttft_s: float
+    perplexity: float
+    cost_per_token: float
+    load_s: float
+    coverage: float | None
+
+
+def estimate(pht: PerformanceHistory, cand: Candidate, depth: int, batch: int = 1) -> Estimate:
+    """What ``cand`` loaded to ``depth`` should do on this traffic.
+
+    A measured row at ``depth`` answers directly; otherwise the profile's figure at ``depth`` is
+    scaled by measured / profiled at the nearest depth that ran, so that the traffic's character
+    (a task the model knows less, longer prompts) carries over to depths not yet tried."""
+    fig = cand.at(depth)
+    rows = pht.of(cand.name)
+    own = pht.rows.get((cand.name, depth))
+    ref = own or (min(rows, key=lambda r: abs(r.depth - depth)) if rows else None)
+
+    def scaled(measured: float | None, prof_ref: float, prof_here: float) -> float:
+        if measured is None or prof_ref <= 0:
+            return prof_here
+        return measured * prof_here / prof_ref
+
+    if ref is None:
+        rate, ttft, ppl = fig.rate(batch), fig.ttft_s, fig.mean_perplexity()
+    else:
+        rf = cand.at(ref.depth)
+        rate = scaled(ref.tokens_per_s(), rf.rate(batch), fig.rate(batch))
+        ttft = scaled(ref.ttft_s(), rf.ttft_s, fig.ttft_s)
+        ppl = scaled(ref.perplexity(), rf.mean_perplexity(), fig.mean_perplexity())
+    load = own.load_s if own is not None and own.load_s is not None else fig.load_s
+    # CPU-seconds per token: the profile's, scaled as this traffic's rate is to the profiled one
+    prof_rate = fig.rate(batch)
+    if fig.cpu_s_per_token > 0 and prof_rate > 0 and rate > 0:
+        cost = fig.cpu_s_per_token * prof_rate / rate
+    else:
+        cost = 1.0 / rate if rate > 0 else math.inf
+    return Estimate(cand.name, depth, rate, ttft, ppl, cost, load, pht.exit_share(cand.name, depth))

@@ -1,0 +1,39 @@
+"""`adaserve bench helios` on a short stream: the JSON keys the issue names, per load, from the
+simulator and the live pipeline, and the plot."""
+
+import json
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from adaserve.bench.cli import register
+
+KEYS = {"throughput_vs_best_static", "throughput_vs_best_fixed", "perplexity_vs_best_static",
+        "energy_vs_best_static", "ttft_vs_best_static"}
+
+
+def test_json_has_the_ratios_per_load_every_policy_and_a_plot(tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    png = tmp_path / "h.png"
+    res = CliRunner().invoke(app, ["bench", "helios", "--json", "--prompts", "40", "--seeds", "1", "--repeats", "1",
+                                   "--live-rates", "200", "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert set(out["loads"]) == {"light", "near_saturation", "overload"}
+    for cell in out["loads"].values():
+        assert KEYS <= set(cell)
+        assert all(cell[k] > 0 for k in KEYS)
+        pol = cell["policies"]
+        assert {"helios", "helios-no-switching", "helios-no-partial", "static-ee-lm-s", "static-ee-lm-xs",
+                "fixed-ee-lm-s-d1", "fixed-ee-lm-s-d4", "fixed-ee-lm-xs-d2"} <= set(pol)
+        h = pol["helios"]
+        assert {"tokens_per_s", "ttft_p50_s", "ttft_p99_s", "perplexity", "cpu_s_per_token", "mean_batch", "exits",
+                "loads", "switches"} <= set(h)
+        assert sum(h["exits"].values()) == 40 * out["new_tokens"]
+    assert set(out["segments"]) == {"shakespeare", "python"}
+    live = out["live"]["light"]
+    assert live["helios"]["completed"] == 40 and live["throughput_vs_best_fixed_whole"] > 0
+    assert sum(live["helios"]["exits"].values()) == 40 * out["new_tokens"]
+    assert png.stat().st_size > 0

@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import pytest
+
+from adaserve.broker.errors import ConfigError
+from adaserve.planner.helios.controller import Helios, HeliosParams
+from adaserve.planner.helios.pht import BatchObs, ItemStats
+from adaserve.planner.helios.repository import Candidate
+
+
+def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[str, float]) -> list[str]:
+    """Serve ``n`` prompts one by one; each result's exits and perplexity from the tables."""
+    names = []
+    for _ in range(n):
+        model, depth, _ = h.target()
+        h.dispatched(model, depth, 1)
+        full = exits_of[model]
+        # at a partial depth, tokens exiting deeper are breaches
+        ex = [sum(full[depth + 1:]) + full[0], *full[1:depth + 1]]
+        item = ItemStats(sum(full), ex[0], tuple(ex), ppl_of[model] * (1.0 + 0.02 * (h.by_name[model].max_depth - depth)))
+        for name, _ in h.observe(BatchObs(model, depth, 1, 0.01 * depth, (item,))):
+            names.append(name)
+    return names
+
+
+def test_evaluates_each_candidate_then_serves_the_choice_at_its_greedy_depth(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, reassess=1000))
+    served = []
+    for _ in range(6):
+        model, depth, limit = h.target()
+        served.append((model, depth, limit))
+        h.dispatched(model, depth, 1)
+    assert [s[0] for s in served] == ["small"] * 3 + ["deep"] * 3
+    assert all(d == h.by_name[m].max_depth for m, d, _ in served)
+    events = run(h, 1, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
+    assert h.phase == "evaluate" and not events  # results of the evaluation prompts not in yet
+    for m, d in (("small", 2), ("deep", 8)):
+        h.observe(BatchObs(m, d, 3, 0.05, tuple(ItemStats(16, 0, (0, 16, 0) if m == "small" else
+                                                          (0, 0, 16, 0, 0, 0, 0, 0, 0), 5.0) for _ in range(3))))
+    assert h.phase == "serve"
+    assert (h.model, h.depth) == ("small", 1)  # every token confident at exit 1: depth 1 covers them
+
+
+def test_a_task_change_trips_the_counter_and_switches(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=10_000))
+    task_a = ({"small": (0, 16, 0), "deep": (0, 0, 12, 0, 4, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
+    events = run(h, 20, *task_a)
+    assert events[0] == "helios.evaluated" and h.model == "small"
+    # task b: the small model breaches on most tokens; the deep one is confident at exit 2
+    task_b = ({"small": (14, 1, 1), "deep": (0, 0, 15, 0, 1, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
+    events = run(h, 40, *task_b)
+    assert "helios.switched" in events or "helios.loaded_more" in events
+    assert h.counts["breach_trips"] >= 1
+    assert h.model == "deep"  # loading more of small would not help: it breaches at full depth too
+
+
+def test_reassessment_comes_back_every_interval(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=10))
+    events = run(h, 40, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
+    assert events.count("helios.evaluated") >= 3
+
+
+def test_no_partial_loading_serves_the_whole_model(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, partial=False))
+    run(h, 10, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
+    assert h.depth == h.by_name[h.model].max_depth
+
+
+def test_bad_settings_are_refused(cands: list[Candidate]) -> None:
+    with pytest.raises(ConfigError):
+        Helios("lm", cands, "speed")
+    with pytest.raises(ConfigError):
+        Helios("lm", [], "throughput")
+    with pytest.raises(ConfigError):
+        HeliosParams(coverage=0.0)
+
+
+def test_an_evaluation_whose_results_never_all_come_back_still_ends(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, reassess=1000))
+    for _ in range(6):  # both candidates' evaluation prompts go out
+        model, depth, _ = h.target()
+        h.dispatched(model, depth, 1)
+    # one result of each comes back; the other evaluation prompts expired
+    for m in ("small", "deep"):
+        d = h.by_name[m].max_depth
+        h.observe(BatchObs(m, d, 1, 0.01, (ItemStats(16, 0, tuple([0] * d + [16]), 5.0),)))
+    assert h.phase == "evaluate"
+    for _ in range(6):  # serving on with the last candidate meanwhile
+        model, depth, _ = h.target()
+        h.dispatched(model, depth, 1)
+    events = h.observe(BatchObs("deep", 8, 1, 0.01, (ItemStats(16, 0, tuple([0] * 8 + [16]), 5.0),)))
+    assert h.phase == "serve" and [e for e, _ in events] == ["helios.evaluated"]

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from adaserve.planner.helios.decide import batch_for_memory, choose, greedy_depth, load_more_or_switch, shortlist
+from adaserve.planner.helios.pht import PerformanceHistory
+from adaserve.planner.helios.repository import Candidate, DepthFigures
+
+from .conftest import deep, figures, small
+from .test_pht import obs
+
+
+def test_shortlist_orders_competent_candidates_by_the_objective(cands: list[Candidate]) -> None:
+    assert [c.name for c in shortlist(cands, "throughput", 2)] == ["small", "deep"]
+    assert [c.name for c in shortlist(cands, "accuracy", 1)] == ["deep"]
+    # an incompetent candidate (perplexity far above the best) comes last even when fastest
+    junk = Candidate("junk", "lm", 0.8, {1: figures(1, 9000.0, 50.0)})
+    assert [c.name for c in shortlist([junk, *cands], "throughput", 2)] == ["small", "deep"]
+    assert [c.name for c in shortlist([junk, *cands], "throughput", 3)][-1] == "junk"
+
+
+def test_greedy_depth_is_the_shallowest_exit_covering_the_share() -> None:
+    pht = PerformanceHistory()
+    pht.record(obs("deep", 8, (1, 0, 6, 0, 1, 0, 1, 0, 1)))  # exits at 2: 6/10, at 4: 7/10, at 6: 8/10
+    d = deep()
+    assert greedy_depth(pht, d, 0.6) == 2
+    assert greedy_depth(pht, d, 0.7) == 4
+    assert greedy_depth(pht, d, 0.75) == 6
+    assert greedy_depth(pht, d, 0.95) == 8  # never covered: the whole model
+    assert greedy_depth(PerformanceHistory(), d, 0.7) == 8  # nothing seen yet
+
+
+def test_choose_keeps_to_the_accurate_ones_then_the_objective(cands: list[Candidate]) -> None:
+    pht = PerformanceHistory()
+    # this traffic: the small model is fast but its perplexity is far worse than the deep one's
+    pht.record(obs("small", 2, (0, 8, 0), ppl=9.0, secs=0.02))
+    pht.record(obs("deep", 8, (0, 0, 8, 0, 0, 0, 0, 0, 0), ppl=4.0, secs=0.1))
+    c = choose(pht, cands, "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000)
+    assert (c.model, c.depth) == ("deep", 2)
+    assert {o["model"] for o in c.options} == {"small", "deep"}
+    # with a loose accuracy bound the faster one wins
+    c = choose(pht, cands, "throughput", coverage=0.7, ppl_slack=2.0, horizon=1000)
+    assert c.model == "small"
+    # without partial loading the choice is at the whole depth
+    c = choose(pht, cands, "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000, partial=False)
+    assert (c.model, c.depth) == ("deep", 8)
+
+
+def test_load_more_or_switch_weighs_the_load_time() -> None:
+    cheap_load = Candidate("deep", "lm", 0.8, {d: figures(d, 600.0 / d, 5.0, load_s=0.01) for d in (2, 4, 6, 8)})
+    s = small()
+    pht = PerformanceHistory()
+    pht.record(obs("deep", 2, (10, 0, 6), ppl=5.0))  # 10 of 16 breached at depth 2
+    pht.record(obs("deep", 8, (0, 0, 6, 0, 10, 0, 0, 0, 0), n=4, ppl=5.0, secs=0.4))
+    pht.record(obs("small", 2, (0, 8, 8), ppl=5.1, secs=0.05))
+    c = load_more_or_switch(pht, [s, cheap_load], "deep", 2, "throughput", coverage=0.7, ppl_slack=0.05,
+                            horizon=50)
+    actions = {o["action"] for o in c.options}
+    assert actions == {"load_more", "switch"}
+    assert (c.model, c.action) == ("small", "switch")  # small is faster, same accuracy
+    # the same choice when the small model's load would take longer than the horizon's gain
+    slow_small = Candidate("small", "lm", 0.8, {1: figures(1, 400.0, 6.0, load_s=60.0),
+                                                2: figures(2, 250.0, 5.5, load_s=60.0)})
+    c = load_more_or_switch(pht, [slow_small, cheap_load], "deep", 2, "throughput", coverage=0.7,
+                            ppl_slack=0.05, horizon=50)
+    assert (c.model, c.action) == ("deep", "load_more") and c.depth == 4
+    # ... unless the small model is loaded already (no load to pay)
+    c = load_more_or_switch(pht, [slow_small, cheap_load], "deep", 2, "throughput", coverage=0.7,
+                            ppl_slack=0.05, horizon=50, loaded={("small", 2)})
+    assert c.action == "switch"
+    # no switching (the ablation): only loading more
+    c = load_more_or_switch(pht, [s, cheap_load], "deep", 2, "throughput", coverage=0.7, ppl_slack=0.05,
+                            horizon=50, switching=False)
+    assert c.action == "load_more"
+    # at full depth without switching there is nothing to do
+    c = load_more_or_switch(pht, [s, cheap_load], "deep", 8, "throughput", coverage=0.7, ppl_slack=0.05,
+                            horizon=50, switching=False)
+    assert c.action == "stay"
+
+
+def test_memory_turns_into_batch_size() -> None:
+    fig = DepthFigures(2, {1: 100.0}, 0.01, 8 * 2**20, 4096, 0.1, 0.01, {"a": 5.0}, {"a": 0.5})
+    deeper = DepthFigures(8, {1: 25.0}, 0.04, 32 * 2**20, 4 * 4096, 0.4, 0.04, {"a": 4.0}, {"a": 1.0})
+    b2 = batch_for_memory(fig, 64.0, 128, 1024)
+    b8 = batch_for_memory(deeper, 64.0, 128, 1024)
+    assert b2 == (64 - 8) * 2**20 // (4096 * 128)
+    assert b8 < b2 and b8 >= 1
+    assert batch_for_memory(fig, None, 128, 32) == 32
+    assert batch_for_memory(deeper, 1.0, 128, 32) == 1
