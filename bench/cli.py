@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import typer
 
-from adaserve.bench import broker, chaos_cmd, fuzz, gpu, helios, live_cmd, mosel, native, orloj, overhead, planner, serving
+from adaserve.bench import (
+    broker,
+    chaos_cmd,
+    fuzz,
+    gpu,
+    helios,
+    hotpaths,
+    live_cmd,
+    mosel,
+    native,
+    orloj,
+    overhead,
+    planner,
+    serving,
+)
 
 bench_app = typer.Typer(help="Benchmarks: each prints its figures (``--json`` for one JSON object).", no_args_is_help=True)
 
-for module in (overhead, broker, planner, orloj, mosel, serving, gpu, live_cmd, chaos_cmd, fuzz, helios, native):
+for module in (overhead, hotpaths, broker, planner, orloj, mosel, serving, gpu, live_cmd, chaos_cmd, fuzz, helios, native):
     module.register(bench_app)
 
 

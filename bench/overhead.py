@@ -114,6 +114,7 @@ def overhead(
             r = connect(stack.settings)
             meter = _meter(stack, r)
             completed = 0
+            load0 = os.getloadavg()[0]
             for _ in range(rounds):
                 rps, lat, cpu = _direct(runner, stacked, seconds)
                 direct_rps.append(rps)
@@ -123,6 +124,7 @@ def overhead(
                 completed += done
                 piped_rps.append(done / took)
                 bar.advance(task)
+            load1 = os.getloadavg()[0]
             piped_lat = _latency(client, make, 50)
             client.close()
             r.close()
@@ -135,6 +137,9 @@ def overhead(
         "pipeline_batch_p50_ms": float(np.percentile(piped_lat, 50)) if piped_lat else None,
         "added_p50_ms": float(np.percentile(piped_lat, 50) - np.percentile(direct_lat, 50)) if piped_lat else None,
         **_costs(meter, completed, statistics.median(model_cpu)),
+        # runnable processes on the machine (1-minute average) before and after the rounds: above its
+        # core count, other work shared the cores and every figure here is inflated
+        "load_avg_1m": [round(load0, 2), round(load1, 2)], "cores": os.cpu_count(),
     }
     if as_json:
         print(json.dumps(out))

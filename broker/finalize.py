@@ -10,9 +10,10 @@ acked" cannot happen.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
+from typing import Any
 
 import redis
 
@@ -22,6 +23,8 @@ from adaserve.broker.messages import Job, Result
 from adaserve.broker.settings import Settings
 
 _LUA = files("adaserve.broker").joinpath("finalize.lua").read_text()
+# Queues commands on a pipeline; returns what takes their replies (in order) once it ran.
+Also = Callable[["redis.client.Pipeline[bytes]"], Callable[[list[Any]], None]]
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,14 @@ class Finalizer:
         drop), and -1 when another entry used this job id for other content."""
         return self.register_all([(job, entry_id, submitted_ms, digest)])[0]
 
-    def register_all(self, jobs: Sequence[tuple[Job, str, float, str]]) -> list[int]:
+    def register_all(self, jobs: Sequence[tuple[Job, str, float, str]], *, also: Also | None = None) -> list[int]:
         """``register`` for many ``(job, entry id, submitted ms, digest)`` in one round trip.
 
         The script is called by its SHA in a plain pipeline: a registered script in a pipeline
         makes redis-py ask SCRIPT EXISTS first, one more round trip on every call of the
-        planner's hottest path. A server that lost its scripts (a restart) gets it loaded again."""
+        planner's hottest path. A server that lost its scripts (a restart) gets it loaded again.
+        ``also`` queues more commands on the same round trip (the planner's reads of telemetry
+        and of its pools) and returns what takes their replies, called once they are in."""
         for attempt in (0, 1):
             with self._r.pipeline(transaction=False) as p:
                 for job, entry_id, submitted_ms, digest in jobs:
@@ -80,12 +85,19 @@ class Finalizer:
                         args += kv
                     args.append(self._settings.result_ttl_s)
                     p.evalsha(self._register.sha, 1, self._keys.job(job.id), *args)
-                try:
-                    return [int(x) for x in p.execute()]
-                except redis.exceptions.NoScriptError:
-                    if attempt:
-                        raise
-                    self._r.script_load(_REGISTER)
+                take = also(p) if also is not None else None
+                replies = p.execute(raise_on_error=False)
+            codes = replies[:len(jobs)]
+            lost = next((x for x in codes if isinstance(x, redis.exceptions.NoScriptError)), None)
+            if lost is not None and not attempt:
+                self._r.script_load(_REGISTER)
+                continue
+            error = next((x for x in codes if isinstance(x, Exception)), None)
+            if error is not None:
+                raise error
+            if take is not None:
+                take(replies[len(jobs):])
+            return [int(x) for x in codes]
         raise AssertionError("unreachable")
 
     def end(

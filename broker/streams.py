@@ -74,6 +74,7 @@ def publish(r: redis.Redis[bytes], stream: str, raw: bytes, maxlen: int | None =
 
 
 def _entries(reply: Any) -> list[Entry]:
+    """The entries of an XREAD or XREADGROUP reply (also one read in a pipeline)."""
     out: list[Entry] = []
     if not reply:
         return out
@@ -85,6 +86,9 @@ def _entries(reply: Any) -> list[Entry]:
             raw = None if fields is None else fields.get(FIELD)
             out.append(Entry(_s(stream), _s(mid), raw))
     return out
+
+
+entries_of = _entries
 
 
 def read_group(

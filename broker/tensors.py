@@ -34,6 +34,27 @@ def limits_of(info: ValidationInfo) -> Limits:
     return lim if isinstance(lim, Limits) else default_limits()
 
 
+def check_wire(v: dict[str, Any], lim: Limits) -> None:
+    """A tensor map's checks (``ValueError``, or ``over_limit`` for a size): ``Tensor`` runs them
+    on every map it validates, and workers on the tensors of a batch they read without pydantic."""
+    dtype, shape, data = v.get("dtype"), v.get("shape"), v.get("data")
+    if isinstance(dtype, str) and (dtype not in _ITEMSIZE or dtype not in lim.allowed_dtypes):
+        raise ValueError(f"dtype {dtype!r} not allowed (allowed: {', '.join(lim.allowed_dtypes)})")
+    if not isinstance(shape, (list, tuple)) or len(shape) > 8:
+        raise ValueError("shape must be a list of at most 8 non-negative integers")
+    n = 1
+    for d in shape:
+        if type(d) is not int or d < 0:
+            raise ValueError("shape must be a list of at most 8 non-negative integers")
+        n *= d
+    if n > lim.max_tensor_elements:
+        raise over_limit("tensor of {n} elements exceeds the limit of {cap}", n=n, cap=lim.max_tensor_elements)
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError("data must be bytes (msgpack bin)")
+    if isinstance(dtype, str) and len(data) != n * _ITEMSIZE[dtype]:
+        raise ValueError(f"data holds {len(data)} bytes, shape and dtype need {n * _ITEMSIZE[dtype]}")
+
+
 class Tensor(BaseModel):
     # Unknown keys are a producer's mistake (a misspelt ``dtype`` would otherwise be ignored).
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -50,23 +71,7 @@ class Tensor(BaseModel):
     def _check(cls, v: Any, info: ValidationInfo) -> Any:
         if not isinstance(v, dict):
             return v
-        lim = limits_of(info)
-        dtype, shape, data = v.get("dtype"), v.get("shape"), v.get("data")
-        if isinstance(dtype, str) and (dtype not in _ITEMSIZE or dtype not in lim.allowed_dtypes):
-            raise ValueError(f"dtype {dtype!r} not allowed (allowed: {', '.join(lim.allowed_dtypes)})")
-        if not isinstance(shape, (list, tuple)) or len(shape) > 8:
-            raise ValueError("shape must be a list of at most 8 non-negative integers")
-        n = 1
-        for d in shape:
-            if type(d) is not int or d < 0:
-                raise ValueError("shape must be a list of at most 8 non-negative integers")
-            n *= d
-        if n > lim.max_tensor_elements:
-            raise over_limit("tensor of {n} elements exceeds the limit of {cap}", n=n, cap=lim.max_tensor_elements)
-        if not isinstance(data, (bytes, bytearray)):
-            raise ValueError("data must be bytes (msgpack bin)")
-        if isinstance(dtype, str) and len(data) != n * _ITEMSIZE[dtype]:
-            raise ValueError(f"data holds {len(data)} bytes, shape and dtype need {n * _ITEMSIZE[dtype]}")
+        check_wire(v, limits_of(info))
         return v
 
     @classmethod

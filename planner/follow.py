@@ -28,7 +28,7 @@ from adaserve.broker.messages import SCHEMA_VERSION
 from adaserve.planner.core import Scheduler, batch_feedback
 from adaserve.planner.helios.pht import ItemStats, item_stats
 from adaserve.planner.overload import Overload
-from adaserve.planner.pools import Pools
+from adaserve.planner.pools import Pools, PoolView
 from adaserve.planner.state import Ewma, Inflight, RecentFloor
 
 if TYPE_CHECKING:
@@ -104,7 +104,31 @@ class Follower:
 
     def read(self, block_ms: int | None, scheds: Mapping[str, Scheduler]) -> None:
         """Apply the telemetry that arrived since the last read (waiting up to ``block_ms``)."""
-        entries = streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms)
+        self._apply(streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms), scheds)
+
+    def queue(self, p: redis.client.Pipeline[bytes], scheds: Mapping[str, Scheduler], *,
+              read: bool) -> Callable[[list[Any]], None]:
+        """``read`` (without waiting) when asked, then ``refresh_inflight``, queued on ``p`` so
+        that they share a round trip with the step's other commands (the jobs' registration);
+        returns what applies their replies, in that order. A pool first heard of in this read
+        gets its in-flight count at the next step (0 until then, as a new pool has)."""
+        views = self._groups()
+        if read:
+            p.xread({self.keys.telemetry: self._last}, count=1024)
+        for v in views:
+            p.xinfo_groups(self.keys.batches(v.name))
+
+        def take(replies: list[Any]) -> None:
+            if read:
+                got = replies[0]
+                if isinstance(got, Exception):
+                    raise got
+                self._apply(streams.entries_of(got), scheds)
+            self._counts(views, replies[1:] if read else replies)
+
+        return take
+
+    def _apply(self, entries: list[streams.Entry], scheds: Mapping[str, Scheduler]) -> None:
         if entries:
             self._last = entries[-1].id
         for _, ev in streams.events(entries, on_invalid=self._invalid, only=_FOLLOWED, quick=_quick_finished):
@@ -165,15 +189,23 @@ class Follower:
 
     def refresh_inflight(self) -> None:
         """Read each pool's in-flight count (``lag + pending`` of its group) from the server."""
+        views = self._groups()
+        with self.r.pipeline(transaction=False) as p:
+            for v in views:
+                p.xinfo_groups(self.keys.batches(v.name))
+            replies = p.execute(raise_on_error=False)
+        self._counts(views, replies)
+
+    def _groups(self) -> list[PoolView]:
+        """The pools, each with its consumer group created once."""
         views = list(self.pools.views.values())
         for v in views:
             if v.name not in self._known_groups:
                 streams.ensure_group(self.r, self.keys.batches(v.name), v.name)
                 self._known_groups.add(v.name)
-        with self.r.pipeline(transaction=False) as p:
-            for v in views:
-                p.xinfo_groups(self.keys.batches(v.name))
-            replies = p.execute(raise_on_error=False)
+        return views
+
+    def _counts(self, views: list[PoolView], replies: list[Any]) -> None:
         for v, groups in zip(views, replies):
             if isinstance(groups, Exception):
                 continue

@@ -18,7 +18,7 @@ import redis
 from adaserve.broker import streams
 from adaserve.broker.codec import decode
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.finalize import Finalizer
+from adaserve.broker.finalize import Also, Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job
 from adaserve.broker.settings import Limits, Settings
@@ -52,7 +52,9 @@ class Intake:
         self.keys = Keys(settings.namespace)
 
     def admit(self, entries: Sequence[Entry], pools: Pools, pipe: redis.client.Pipeline[bytes],
-              now_ms: float) -> list[Admitted]:
+              now_ms: float, *, also: Also | None = None) -> list[Admitted]:
+        """The jobs of ``entries`` that passed, registered; ``also`` queues more commands on the
+        registration's round trip (or on a round trip of their own when no job passed)."""
         valid: list[tuple[Entry, Job]] = []
         for e in entries:
             try:
@@ -68,8 +70,12 @@ class Intake:
             except InvalidMessage as exc:
                 self._reject(pipe, e, exc, now_ms)
         if not valid:
+            if also is not None:
+                with self.r.pipeline(transaction=False) as p:
+                    take = also(p)
+                    take(p.execute(raise_on_error=False))
             return []
-        codes = self.fin.register_all([(job, e.id, float(e.ms), digest(e.raw)) for e, job in valid])
+        codes = self.fin.register_all([(job, e.id, float(e.ms), digest(e.raw)) for e, job in valid], also=also)
         again = [job for (_, job), code in zip(valid, codes) if int(code) == 0]
         done = self._ended(again)
         out: list[Admitted] = []

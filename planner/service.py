@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -20,7 +22,7 @@ from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode, encode_map
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.finalize import Finalizer
+from adaserve.broker.finalize import Also, Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
 from adaserve.broker.outage import Outage, is_transient
@@ -154,22 +156,23 @@ class Planner:
 
     def step(self) -> None:
         self.pools.refresh(self.now_ms())
-        if self.pools.workers == 0:
+        counted = self.pools.workers > 0  # the ingress read below also brings the pools' in-flight counts
+        if not counted:
             # No worker to plan for: leave jobs in the stream rather than reject them as unknown.
             self.follow.read(200, self.scheds)
         elif self._pending() and not any(v.free > 0 for v in self.pools.views.values()):
             # Only a finished batch (a telemetry event) can free a slot.
             self.follow.read(20, self.scheds)
-            self._read_ingress(block_ms=None)
+            self._read_ingress(block_ms=None, read=False)
         else:
             # Pending work that no scheduler released last time (MOSEL's jobs wait for their first
             # monitor pass) is worth a short wait on ingress instead of a busy loop.
             idle = self.settings.block_ms if not self._pending() else (2 if self._stalled else None)
-            self._read_ingress(block_ms=idle)
-            self.follow.read(None, self.scheds)
+            self._read_ingress(block_ms=idle, read=True)
         self._stalled = False
         if self._pending():
-            self.follow.refresh_inflight()
+            if not counted:
+                self.follow.refresh_inflight()
             self._stalled = not self._dispatch()
         self._scheduler_events()
         self._housekeeping()
@@ -180,12 +183,22 @@ class Planner:
         return any(len(s) for s in self.scheds.values())
 
     # -- ingress -------------------------------------------------------------------------------
-    def _read_ingress(self, block_ms: int | None) -> None:
+    def _read_ingress(self, block_ms: int | None, *, read: bool) -> None:
+        """New jobs admitted; the telemetry since the last read (with ``read``) and the pools'
+        in-flight counts come back on the round trip that registers the jobs."""
         entries = streams.read_group(self.r, [self.keys.jobs], PLANNER_GROUP, self.consumer,
                                      count=self.config.read_count, block_ms=block_ms)
-        self._admit(entries)
+        later: list[Callable[[], None]] = []  # applied once the jobs are held, as when they were two reads
 
-    def _admit(self, entries: list[streams.Entry]) -> None:
+        def also(p: redis.client.Pipeline[bytes]) -> Callable[[list[Any]], None]:
+            take = self.follow.queue(p, self.scheds, read=read)
+            return lambda replies: later.append(lambda: take(replies))
+
+        self._admit(entries, also=also)
+        for apply in later:
+            apply()
+
+    def _admit(self, entries: list[streams.Entry], *, also: Also | None = None) -> None:
         # An entry delivered again while held (a group's last-delivered-id moved back by an AOF
         # restart, redis #7105) is already being planned.
         held = {h.entry_id for h in self.held.values()}
@@ -194,7 +207,7 @@ class Planner:
         # One clock read per read: every job of it is checked at the time its refusal is stamped
         # with, which is what the pipeline simulator replays (planner/sim/pipeline.py).
         self._read_ms = self.now_ms()
-        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self._read_ms):
+        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self._read_ms, also=also):
             self._hold(e, job, done)
 
     def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:
@@ -205,11 +218,12 @@ class Planner:
             return
         self.held[job.id] = held
         sched = self._sched(job.model)
-        deadline_s = (e.ms + job.slo.deadline_ms) / 1000.0
+        # once per job, not per request: the entry id is parsed, and the clock read, on each call
+        ms, now_s, n = e.ms, self.now_ms() / 1000.0, len(job.requests)
+        arrival_s, deadline_s, floor = ms / 1000.0, (ms + job.slo.deadline_ms) / 1000.0, job.slo.min_accuracy
         for req in todo:
-            sched.add(Pending(job.id, req.id, job.app, job.model, e.ms / 1000.0, deadline_s,
-                              job.priority, (held, req), floor=job.slo.min_accuracy,
-                              job_size=len(job.requests)), self.now_ms() / 1000.0)
+            sched.add(Pending(job.id, req.id, job.app, job.model, arrival_s, deadline_s,
+                              job.priority, (held, req), floor=floor, job_size=n), now_s)
         self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
                     requests=len(job.requests), deadline_ms=job.slo.deadline_ms, submitted_ms=float(e.ms))
 

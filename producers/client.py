@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -26,9 +27,9 @@ import redis
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
-from adaserve.broker.messages import Job, Result
+from adaserve.broker.messages import Job
 from adaserve.broker.outage import Outage, is_transient, ride_out
-from adaserve.broker.replies import read_reply
+from adaserve.broker.replies import read_reply_maps
 from adaserve.broker.settings import Limits, Settings, load_limits
 from adaserve.broker.streams import Entry, publish, read
 from adaserve.producers.handle import JobHandle
@@ -214,7 +215,7 @@ class Client:
         for e in entries:
             self._last = e.id
             try:
-                results = read_reply(e.raw or b"")
+                results = read_reply_maps(e.raw or b"")
             except InvalidMessage as exc:
                 self.undecodable += 1
                 log.warning("undecodable entry %s on %s: %s", e.id, self.reply_stream, exc)
@@ -229,8 +230,8 @@ class Client:
             except redis.RedisError as exc:  # housekeeping: the next trim catches up
                 log.debug("reply stream not trimmed: %s", exc)
 
-    def _file_one(self, res: Result) -> None:
-        t = self._outstanding.get(res.job_id)
+    def _file_one(self, res: dict[str, Any]) -> None:
+        t = self._outstanding.get(res["job_id"])
         if t is None:
             self.orphans += 1
             return

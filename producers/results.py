@@ -3,65 +3,110 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Any
 
 from adaserve.broker.messages import Result
+from adaserve.broker.replies import results_of
 
 STATUSES = ("completed", "expired", "rejected", "failed")
 
 
-@dataclass(frozen=True)
 class JobResult:
-    """Every request's ``Result`` of one job, in request order.
+    """Every request's result of one job, in request order.
 
     A job the planner could not read at all is rejected with one result whose ``request_id`` is
     empty; it is repeated here under each request id so that ``results`` always lines up with
     the job's requests.
+
+    The client files results as the maps it read (their summary fields checked, see
+    ``broker.replies.read_reply_maps``): the summaries below (``counts``, ``completed``,
+    ``predictions``, ``latency_ms`` ...) read those fields, and ``results`` validates the maps
+    into ``Result`` objects the first time it is asked (``InvalidMessage`` if one is malformed).
+    Validating every result on arrival was most of what collecting results cost.
     """
 
-    job_id: str
-    app: str
-    model: str
-    run: str
-    deadline_ms: float
-    submitted_ms: float
-    results: tuple[Result, ...]
+    __slots__ = ("_maps", "_results", "app", "deadline_ms", "job_id", "model", "run", "submitted_ms")
+
+    def __init__(self, job_id: str, app: str, model: str, run: str, deadline_ms: float, submitted_ms: float,
+                 results: Sequence[Result] | None = None, *, maps: Sequence[dict[str, Any]] | None = None) -> None:
+        if (results is None) == (maps is None):
+            raise TypeError("JobResult takes either results or maps")
+        self.job_id, self.app, self.model, self.run = job_id, app, model, run
+        self.deadline_ms, self.submitted_ms = deadline_ms, submitted_ms
+        self._results: tuple[Result, ...] | None = None if results is None else tuple(results)
+        self._maps: tuple[dict[str, Any], ...] | None = None if maps is None else tuple(maps)
+
+    @property
+    def results(self) -> tuple[Result, ...]:
+        if self._results is None:
+            assert self._maps is not None
+            self._results = tuple(results_of(self._maps))
+        return self._results
+
+    def _rows(self) -> list[tuple[str, str, int | None, float]]:
+        """(status, reason, prediction, total_ms) per request, without building ``Result``s."""
+        if self._maps is not None:
+            return [(m["status"], m.get("reason", ""), m.get("prediction"), m["timings"]["total_ms"])
+                    for m in self._maps]
+        return [(r.status, r.reason, r.prediction, r.timings.total_ms) for r in self.results]
+
+    def __len__(self) -> int:
+        return len(self._maps) if self._maps is not None else len(self.results)
+
+    @property
+    def statuses(self) -> list[str]:
+        """Each request's status, in request order."""
+        if self._maps is not None:
+            return [m["status"] for m in self._maps]
+        return [r.status for r in self.results]
 
     @property
     def counts(self) -> dict[str, int]:
-        c: Counter[str] = Counter(r.status for r in self.results)
+        c: Counter[str] = Counter(self.statuses)
         return {s: c.get(s, 0) for s in STATUSES}
 
     @property
     def completed(self) -> int:
-        return sum(r.status == "completed" for r in self.results)
+        return self.statuses.count("completed")
 
     @property
     def ok(self) -> bool:
         """Every request completed."""
-        return self.completed == len(self.results)
+        return self.completed == len(self)
 
     @property
     def latency_ms(self) -> float:
         """Effective latency: from submission until the job's last request ended."""
-        return max((r.timings.total_ms for r in self.results), default=0.0)
+        return max((t for _, _, _, t in self._rows()), default=0.0)
 
     @property
     def deadline_met(self) -> bool:
         """Every request completed within the job's deadline."""
-        return self.ok and all(r.timings.total_ms <= self.deadline_ms for r in self.results)
+        return self.ok and all(t <= self.deadline_ms for _, _, _, t in self._rows())
 
     @property
     def on_time(self) -> int:
         """Requests that completed within the deadline."""
-        return sum(r.status == "completed" and r.timings.total_ms <= self.deadline_ms for r in self.results)
+        return sum(s == "completed" and t <= self.deadline_ms for s, _, _, t in self._rows())
 
     @property
     def predictions(self) -> list[int | None]:
-        return [r.prediction if r.status == "completed" else None for r in self.results]
+        return [p if s == "completed" else None for s, _, p, _ in self._rows()]
 
     @property
     def reasons(self) -> dict[str, int]:
         """Why requests did not complete: reason -> count."""
-        c = Counter(r.reason or r.status for r in self.results if r.status != "completed")
+        c = Counter(why or s for s, why, _, _ in self._rows() if s != "completed")
         return dict(c)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JobResult):
+            return NotImplemented
+        return (self.job_id, self.app, self.model, self.run, self.deadline_ms, self.submitted_ms, self.results) == (
+            other.job_id, other.app, other.model, other.run, other.deadline_ms, other.submitted_ms, other.results)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"JobResult({self.job_id!r}, {self.counts})"

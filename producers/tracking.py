@@ -1,8 +1,13 @@
-"""A submitted job's bookkeeping inside a ``Client``: which requests have ended, with what."""
+"""A submitted job's bookkeeping inside a ``Client``: which requests have ended, with what.
+
+Results are filed as the maps read from the reply stream (``broker.replies.read_reply_maps``
+checked their ids and summary fields); ``JobResult`` builds ``Result`` objects only when asked."""
 
 from __future__ import annotations
 
-from adaserve.broker.messages import Job, Result
+from typing import Any
+
+from adaserve.broker.messages import Job
 from adaserve.producers.results import JobResult
 
 
@@ -38,7 +43,7 @@ class Tracked:
         self.deadline_ms = deadline_ms
         self.request_ids = request_ids
         self._index = {rid: i for i, rid in enumerate(request_ids)}
-        self._slots: list[Result | None] = [None] * len(request_ids)
+        self._slots: list[dict[str, Any] | None] = [None] * len(request_ids)
         self.ended = 0
         self.duplicates = 0  # a second result for a request: never expected (the finaliser ends each once)
         self.entry_id = ""
@@ -53,17 +58,18 @@ class Tracked:
         self.entry_id = entry_id
         self.submitted_ms = float(entry_id.split("-", 1)[0])
 
-    def add(self, res: Result) -> bool:
-        """File one result (the first per request wins); True when the job just finished."""
+    def add(self, res: dict[str, Any]) -> bool:
+        """File one result map (the first per request wins); True when the job just finished."""
         if self.result is not None:
             return False
-        if res.request_id == "":  # the whole job was rejected before its requests could be read
+        rid = res["request_id"]
+        if rid == "":  # the whole job was rejected before its requests could be read
             for i, slot in enumerate(self._slots):
                 if slot is None:
-                    self._slots[i] = res.model_copy(update={"request_id": self.request_ids[i]})
+                    self._slots[i] = {**res, "request_id": self.request_ids[i]}
                     self.ended += 1
         else:
-            at = self._index.get(res.request_id)
+            at = self._index.get(rid)
             if at is None:
                 return False
             if self._slots[at] is not None:
@@ -76,6 +82,6 @@ class Tracked:
         self.result = JobResult(
             job_id=self.job_id, app=self.app, model=self.model, run=self.run,
             deadline_ms=self.deadline_ms, submitted_ms=self.submitted_ms,
-            results=tuple(s for s in self._slots if s is not None),
+            maps=[s for s in self._slots if s is not None],
         )
         return True

@@ -10,18 +10,21 @@ a reason for the requests it concerns, never an exception.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from adaserve.broker.clock import ServerClock
 from adaserve.broker.errors import InvalidMessage, ModelLoadError, ModelNotFound
-from adaserve.broker.messages import Batch
+from adaserve.broker.messages import BatchItem
+from adaserve.broker.tensors import Tensor
 from adaserve.workers.generate import Prompt, pack, prompt_of
 from adaserve.workers.inputs import InputError, Signature, gather, signature, targets
 from adaserve.workers.runners import RunnerCache
 from adaserve.workers.runtime.base import GenerativeRunner, Runner, RunOutput
+from adaserve.workers.wire import AnyBatch, WireTensor, items_of
 
 # Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
 # InvalidArgument among them); anything else is the runtime's own fault.
@@ -84,7 +87,7 @@ class Executor:
         self._clock = clock
         self._max_out = max_output_elements
 
-    def run(self, batch: Batch) -> BatchOutcome:
+    def run(self, batch: AnyBatch) -> BatchOutcome:
         n = len(batch.items)
         # A plan that moves to another depth or model loads it here, before this batch runs:
         # the batch waits for the load and is never dropped; the wait is reported as load_s.
@@ -113,9 +116,9 @@ class Executor:
         names = tuple(runner.inputs)
         specs = loaded.specs
         groups: dict[Signature, list[int]] = {}
-        for i, item in enumerate(batch.items):
+        for i, item in enumerate(items_of(batch)):
             try:
-                groups.setdefault(signature(item.inputs, names), []).append(i)
+                groups.setdefault(signature(_tensors(item.inputs), names), []).append(i)
             except InputError as exc:
                 items[i] = ItemOutcome("failed", f"bad_input: {exc}")
         started = self._clock.now_ms()
@@ -127,21 +130,21 @@ class Executor:
                 for i in idx:
                     items[i] = ItemOutcome("failed", f"bad_input: {exc}")
                 continue
-            arrays = gather([batch.items[i].inputs for i in idx], sig, target)
+            arrays = gather([_tensors(items_of(batch)[i].inputs) for i in idx], sig, target)
             exec_s += self._run_group(runner, arrays, idx, items, keep)
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
         return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0, next_variant=nxt,
                             load_s=load_s)
 
-    def _generate(self, batch: Batch, runner: GenerativeRunner) -> BatchOutcome:
+    def _generate(self, batch: AnyBatch, runner: GenerativeRunner) -> BatchOutcome:
         """All prompts of the batch in one padded run; a prompt that does not fit fails alone."""
         items: list[ItemOutcome | None] = [None] * len(batch.items)
         prompts: list[Prompt] = []
         idx: list[int] = []
-        for i, item in enumerate(batch.items):
+        for i, item in enumerate(items_of(batch)):
             try:
-                prompts.append(prompt_of(item, runner))
+                prompts.append(prompt_of(cast(BatchItem, item), runner))
                 idx.append(i)
             except InputError as exc:
                 items[i] = ItemOutcome("failed", f"bad_input: {exc}")
@@ -192,6 +195,11 @@ class Executor:
                             outputs={k: r[j] for k, r in rows.items()}, exec_ms=exec_ms[j])
                 if not bad[j] else ItemOutcome("failed", NON_FINITE_OUTPUT, exec_ms=exec_ms[j])
                 for j in range(n)]
+
+
+def _tensors(inputs: Mapping[str, Tensor] | Mapping[str, WireTensor]) -> Mapping[str, Tensor]:
+    """``inputs`` reads only a tensor's ``dtype``, ``shape`` and ``data``, which both forms have."""
+    return cast(Mapping[str, Tensor], inputs)
 
 
 def _non_finite_rows(out: RunOutput, n: int) -> list[bool]:

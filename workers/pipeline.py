@@ -11,9 +11,7 @@ from dataclasses import dataclass
 import redis
 
 from adaserve.broker.clock import ServerClock
-from adaserve.broker.codec import decode
 from adaserve.broker.errors import BrokerUnavailable, InvalidMessage
-from adaserve.broker.messages import Batch
 from adaserve.broker.outage import Outage, is_transient
 from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.streams import Entry, deliveries, ensure_group, read_group
@@ -21,6 +19,7 @@ from adaserve.workers.execute import BatchOutcome
 from adaserve.workers.publish import Publisher
 from adaserve.workers.reclaim import Reclaimer
 from adaserve.workers.slots import Slots
+from adaserve.workers.wire import WireBatch, read_batch
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ log = logging.getLogger(__name__)
 class Work:
     entry: Entry
     deliveries: int = 1
-    batch: Batch | None = None
+    batch: WireBatch | None = None
     outcome: BatchOutcome | None = None
     reject: tuple[str, str] | None = None  # (reason code, detail): dead-letter instead of running
 
@@ -122,7 +121,7 @@ class Reader:
         if n > self._s.max_deliveries:
             work.reject = ("max_deliveries", f"delivered {n} times (limit {self._s.max_deliveries})")
         try:
-            work.batch = decode(entry.raw, self._limits, expect=Batch)
+            work.batch = read_batch(entry.raw, self._limits)
         except InvalidMessage as exc:
             work.reject = work.reject or (exc.reason, exc.detail)
         (self._done if work.reject else self._todo).put(work)

@@ -21,13 +21,14 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, RequestTiming
 from adaserve.broker.finalize import Ending, Finalizer, Packed
 from adaserve.broker.keys import Keys
-from adaserve.broker.messages import Batch, Result
+from adaserve.broker.messages import Result
 from adaserve.broker.outage import Outage, ride_out
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import Entry, ack, dead_letter
 from adaserve.workers.execute import BatchOutcome
 from adaserve.workers.forward import Forwarder
 from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, finished
+from adaserve.workers.wire import AnyBatch, WireBatch
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,14 +50,15 @@ class Publisher:
         self._forwarder = Forwarder(r, settings, self._fin, limits=limits or default_limits(), worker=worker, pool=pool,
                                     device=device)
 
-    def finish(self, entry: Entry, batch: Batch, outcome: BatchOutcome, deliveries: int = 1) -> int:
+    def finish(self, entry: Entry, batch: AnyBatch, outcome: BatchOutcome, deliveries: int = 1) -> int:
         """Publish the batch's results; returns how many were new (0 for a duplicate). After a
         non-last part of a split model the requests go on to the next pool instead (``forward``)."""
         if outcome.next_variant is not None and len(outcome.failed) < len(outcome.items):
             if outcome.failed:
                 code, detail = outcome.failure_summary()
                 self._dead(entry, code, detail, batch.id, deliveries)
-            self._forwarder.forward(entry, batch, outcome, retry=self._retry)
+            full = batch.full() if isinstance(batch, WireBatch) else batch  # the forward copies pydantic items
+            self._forwarder.forward(entry, full, outcome, retry=self._retry)
             return 0
         packed, event = finished(batch, outcome, worker=self._worker, pool=self._pool, device=self._device)
         if outcome.failed:
@@ -64,7 +66,7 @@ class Publisher:
             self._dead(entry, code, detail, batch.id, deliveries)
         return self._retry(lambda: self._fin.end_packed(packed, ack=(entry.stream, self.group, entry.id), event=event))
 
-    def reject(self, entry: Entry, *, reason: str, detail: str, batch: Batch | None, deliveries: int) -> int:
+    def reject(self, entry: Entry, *, reason: str, detail: str, batch: AnyBatch | None, deliveries: int) -> int:
         """Dead-letter a batch that cannot be served and end each of its requests as ``failed``."""
         now = self._clock.now_ms()
         text = f"{reason}: {detail}"

@@ -15,16 +15,17 @@ import msgpack
 from adaserve.broker.codec import encode
 from adaserve.broker.events import BatchDeadLettered
 from adaserve.broker.finalize import Packed
-from adaserve.broker.messages import SCHEMA_VERSION, Batch, Result, Timings
+from adaserve.broker.messages import SCHEMA_VERSION, Result, Timings
 from adaserve.workers.execute import BatchOutcome, ItemOutcome
 from adaserve.workers.lmstats import lm_stats
+from adaserve.workers.wire import AnyBatch, items_of
 
 _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 _MAP16 = b"\xde\x00\x10"  # msgpack map16 header: 16 entries
 
 
 def finished(
-    batch: Batch, outcome: BatchOutcome, *, worker: str, pool: str, device: str,
+    batch: AnyBatch, outcome: BatchOutcome, *, worker: str, pool: str, device: str,
 ) -> tuple[list[Packed], bytes]:
     """The encoded result of every request of ``batch`` and the ``batch.finished`` event bytes."""
     packb = msgpack.Packer(use_bin_type=True).pack
@@ -36,7 +37,7 @@ def finished(
     fin = outcome.finished_ms
     packed: list[Packed] = []
     timings: list[dict[str, Any]] = []
-    for item, out in zip(batch.items, outcome.items):
+    for item, out in zip(items_of(batch), outcome.items):
         ok = out.status == "completed"
         started = outcome.started_ms if ok else fin
         sub = item.submitted_ms
@@ -75,7 +76,7 @@ def finished(
     return packed, packb(event)
 
 
-def all_failed(batch: Batch, reason: str, now_ms: float) -> BatchOutcome:
+def all_failed(batch: AnyBatch, reason: str, now_ms: float) -> BatchOutcome:
     """An outcome that fails every request of ``batch`` (dead-lettered before it could run)."""
     items = [ItemOutcome("failed", reason) for _ in batch.items]
     return BatchOutcome(batch.plan.variant, items, now_ms, now_ms, 0.0)

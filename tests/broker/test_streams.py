@@ -1,5 +1,8 @@
+from collections.abc import Callable
+
 import msgpack
 import numpy as np
+import pytest
 import redis
 
 from adaserve.broker import Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, probe, streams
@@ -124,3 +127,23 @@ def test_registration_survives_a_server_that_lost_its_scripts(r: "redis.Redis[by
     fin = Finalizer(r, settings)
     r.script_flush()  # as a restart without persistence leaves it
     assert fin.register_all([(_job(2), "7-0", 7.0, ""), (_job(2), "7-0", 7.0, "")]) == [1, 0]
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_registration_carries_other_commands_on_its_round_trip(r: "redis.Redis[bytes]", settings: Settings,
+                                                               flush: bool) -> None:
+    fin = Finalizer(r, settings)
+    side = Keys(settings.namespace).telemetry
+    r.xadd(side, {"m": b"x"})
+    got: list[list[object]] = []
+
+    def also(p: "redis.client.Pipeline[bytes]") -> Callable[[list[object]], None]:
+        p.xlen(side)
+        p.xinfo_groups("no-such-stream")  # an error reply stays with its command
+        return got.append
+
+    if flush:
+        r.script_flush()
+    assert fin.register_all([(_job(2), "8-0", 8.0, "")], also=also) == [1]
+    (replies,) = got
+    assert replies[0] == 1 and isinstance(replies[1], redis.ResponseError)

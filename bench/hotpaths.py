@@ -1,0 +1,102 @@
+"""``adaserve bench hotpaths``: the serving path's per-request Python, each piece alone, in this process.
+
+The pipeline's own CPU (``bench overhead``) is the sum of pieces that a shared machine makes hard
+to see one by one. This times each on the same real job (``--model``, ``--batch`` requests, the
+held-out inputs), in CPU time, repeats interleaved so that the machine's load reaches every piece
+alike; the figures are medians (and min-max) over repeats, in µs per request:
+
+* ``job_decode``: the planner's admission of the job's bytes (unpack and validate: it stays);
+* ``batch_unpack``, ``batch_decode``, ``batch_read``: a worker reading the planner's batch map —
+  msgpack alone, into the pydantic ``Batch``, and into ``workers.wire``'s light types (what
+  workers do);
+* ``results_collect``, ``results_validate``: the SDK filing a job's ``results`` entry and counting
+  its completions (``JobResult`` built from the maps), then also building its ``Result`` objects.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+
+def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
+    import numpy as np
+
+    from adaserve.broker.codec import decode, encode, encode_map, results_entry, unpack
+    from adaserve.broker.messages import Batch, Job, Plan, Result, Timings
+    from adaserve.broker.replies import read_reply_maps
+    from adaserve.broker.tensors import Tensor
+    from adaserve.models.datasets import sample_inputs
+    from adaserve.producers import make_job
+    from adaserve.producers.tracking import Tracked
+    from adaserve.workers.wire import read_batch
+
+    inputs, _ = sample_inputs(model, batch, seed=0)
+    job = make_job(model, list(inputs), 60_000.0, reply_to="c1")
+    job_raw = encode(job)
+    items = [{"job_id": job.id, "request_id": r.id, "app": job.app, "reply_to": job.reply_to, "run": job.run,
+              "inputs": {k: t.wire() for k, t in r.inputs.items()}, "submitted_ms": 1.0, "deadline_ms": 2.0,
+              "kind": r.kind, "generation": None, "job_accuracy": None, "prior_exec_ms": 0.0} for r in job.requests]
+    batch_raw = encode_map({"v": 1, "type": "batch", "id": "b", "model": model, "plan": Plan().model_dump(),
+                            "items": items, "dispatched_ms": 1.0})
+    probs = Tensor.from_numpy(np.linspace(0, 1, 10, dtype=np.float32))  # a classifier's answer
+    results = [Result(job_id=job.id, request_id=r.id, model=model, status="completed", prediction=1, confidence=0.9,
+                      plan=Plan(), worker="w", outputs={"probabilities": probs},
+                      timings=Timings(submitted_ms=1.0, dispatched_ms=2.0, started_ms=3.0, finished_ms=4.0,
+                                      queue_ms=1.0, exec_ms=1.0, total_ms=3.0)) for r in job.requests]
+    reply_raw = results_entry(job.id, [encode(x) for x in results])
+    ids = tuple(r.id for r in job.requests)
+
+    def collect(build: bool) -> Callable[[], object]:
+        def run() -> object:
+            t = Tracked(job.id, job.app, model, "", 60_000.0, ids)
+            for m in read_reply_maps(reply_raw):
+                t.add(m)
+            assert t.result is not None and t.result.completed == len(ids)
+            return t.result.results if build else t.result
+        return run
+
+    return {
+        "job_decode": lambda: decode(job_raw, expect=Job),
+        "batch_unpack": lambda: unpack(batch_raw),
+        "batch_decode": lambda: decode(batch_raw, expect=Batch),
+        "batch_read": lambda: read_batch(batch_raw),
+        "results_collect": collect(False),
+        "results_validate": collect(True),
+    }
+
+
+def hotpaths(
+    model: str = typer.Option("fsdd-cnn", help="Model whose held-out inputs make the job."),
+    batch: int = typer.Option(32, min=1, max=1024, help="Requests per job (and per batch)."),
+    repeats: int = typer.Option(30, min=3, help="Interleaved repeats; medians are reported."),
+    calls: int = typer.Option(50, min=1, help="Calls of each piece per repeat (one CPU-time reading around them)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """CPU µs per request of each hot piece of the serving path, alone, on a real job."""
+    pieces = _pieces(model, batch)
+    runs: dict[str, list[float]] = {k: [] for k in pieces}
+    for _ in range(repeats):
+        for name, fn in pieces.items():
+            t = time.process_time()
+            for _ in range(calls):
+                fn()
+            runs[name].append((time.process_time() - t) / calls / batch * 1e6)
+    out: dict[str, Any] = {"model": model, "batch": batch, "repeats": repeats, "us_per_request": {
+        k: {"median": round(statistics.median(v), 2), "min": round(min(v), 2), "max": round(max(v), 2)}
+        for k, v in runs.items()}}
+    if as_json:
+        print(json.dumps(out))
+        return
+    print(f"{model}, {batch} requests: CPU µs per request, median (min-max) of {repeats} repeats")
+    for k, v in out["us_per_request"].items():
+        print(f"  {k:18s} {v['median']:7.2f} ({v['min']:.2f}-{v['max']:.2f})")
+
+
+def register(bench_app: typer.Typer) -> None:
+    bench_app.command("hotpaths")(hotpaths)

@@ -1,0 +1,51 @@
+"""`adaserve bench overhead`: the JSON of a short real run has every figure, and they add up.
+
+Nothing here asserts a timing: only that figures exist, are positive and consistent.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from adaserve.bench.cli import register
+
+
+def _invoke(*args: str) -> Any:
+    app = typer.Typer()
+    register(app)
+    return CliRunner().invoke(app, ["bench", "overhead", *args])
+
+
+def test_a_short_run_reports_each_process_cost_and_the_machine_load(
+        redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ADASERVE_REDIS_URL", redis_url)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path))
+    res = _invoke("--json", "--rounds", "1", "--seconds", "0.5", "--batch", "8", "--window", "2")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["pipeline_rps"] > 0 and out["direct_rps"] > 0
+    assert out["throughput_ratio"] == pytest.approx(out["pipeline_rps"] / out["direct_rps"])
+    cost = out["cpu_us_per_request"]
+    for name in ("planner", "worker", "producer", "redis"):
+        assert cost[name] > 0, name
+    parts = ("planner", "worker_excl_model", "producer", "redis")
+    assert cost["total_excl_model"] == pytest.approx(sum(cost[k] for k in parts), abs=0.3)
+    assert out["redis_commands_per_request"] > 0
+    assert len(out["load_avg_1m"]) == 2 and out["cores"] >= 1
+
+
+def test_hotpaths_times_every_piece_on_a_real_job() -> None:
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["bench", "hotpaths", "--json", "--batch", "4", "--repeats", "3", "--calls", "2"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    pieces = out["us_per_request"]
+    assert set(pieces) == {"job_decode", "batch_unpack", "batch_decode", "batch_read", "results_collect",
+                           "results_validate"}
+    for v in pieces.values():
+        assert 0 < v["min"] <= v["median"] <= v["max"]

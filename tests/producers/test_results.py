@@ -1,0 +1,43 @@
+"""A job's results: summaries read from the filed maps agree with those of validated results."""
+
+from __future__ import annotations
+
+import pytest
+
+from adaserve.broker import InvalidMessage, Result, Timings
+from adaserve.producers.results import JobResult
+
+
+def _res(rid: str, status: str, total: float, pred: int | None = None, reason: str = "") -> Result:
+    return Result(job_id="j", request_id=rid, status=status, reason=reason, prediction=pred,
+                  timings=Timings(submitted_ms=0.0, finished_ms=total, total_ms=total))
+
+
+def _pair(results: list[Result], deadline: float) -> tuple[JobResult, JobResult]:
+    head = ("j", "a", "m", "r", deadline, 5.0)
+    return (JobResult(*head, results=results),
+            JobResult(*head, maps=[r.model_dump(mode="python") for r in results]))
+
+
+@pytest.mark.parametrize("deadline", [50.0, 500.0])
+def test_summaries_from_maps_equal_those_from_results(deadline: float) -> None:
+    results = [_res("0", "completed", 10, 3), _res("1", "completed", 150, 4),
+               _res("2", "expired", 100, reason="deadline"), _res("3", "failed", 20, reason="")]
+    eager, lazy = _pair(results, deadline)
+    for prop in ("counts", "completed", "ok", "latency_ms", "deadline_met", "on_time", "predictions", "reasons"):
+        assert getattr(lazy, prop) == getattr(eager, prop), prop
+    assert lazy.results == tuple(results) and lazy == eager and len(lazy) == 4
+
+
+def test_results_are_validated_only_when_asked_for() -> None:
+    (ok,) = [_res("0", "completed", 10, 1).model_dump(mode="python")]
+    bad = {**ok, "request_id": "1", "outputs": {"y": {"dtype": "float32", "shape": [2], "data": b"x"}}}
+    job = JobResult("j", "a", "m", "r", 100.0, 0.0, maps=[ok, bad])
+    assert job.completed == 2 and job.predictions == [1, 1]
+    with pytest.raises(InvalidMessage):
+        _ = job.results
+
+
+def test_one_of_results_or_maps() -> None:
+    with pytest.raises(TypeError):
+        JobResult("j", "a", "m", "r", 1.0, 0.0)
