@@ -251,7 +251,7 @@ def test_a_slow_step_does_not_claim_back_the_entry_it_just_rejected(
     planner.start()
     streams.publish(r, k.jobs, encode(_job("unknown", model="nope")))
     planner.pools.refresh(planner.now_ms())
-    planner._read_ingress(block_ms=200)
+    planner._read_ingress(block_ms=200, read=True)
     time.sleep(0.2)  # the step's own slowness, past reclaim_idle_ms
     planner._next_touch = 0.0
     planner._housekeeping()
