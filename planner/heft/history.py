@@ -97,6 +97,23 @@ class Histories:
         n = min(a.n, b.n)
         return Estimate(max(y, 0.0), n >= self.trust_after and lo < size < hi, n)
 
+    def linear(self, key: Key) -> tuple[float, float] | None:
+        """``(c0, c1)`` of ``seconds = c0 + c1 * size`` by least squares over the sizes known,
+        each weighted by its measurements (a seed counts once): the smooth batch-latency model
+        the batch size for a rate is chosen from, where one noisy size must not swing the choice."""
+        stats = self._by_key.get(key)
+        if not stats:
+            return None
+        pts = [(float(b), s.mean, float(max(s.n, 1))) for b, s in stats.items()]
+        w = sum(p[2] for p in pts)
+        mx = sum(x * wt for x, _, wt in pts) / w
+        my = sum(y * wt for _, y, wt in pts) / w
+        sxx = sum(wt * (x - mx) ** 2 for x, _, wt in pts)
+        if sxx <= 0:  # one size: proportional
+            return 0.0, my / mx
+        c1 = max(sum(wt * (x - mx) * (y - my) for x, y, wt in pts) / sxx, 1e-9)
+        return max(my - c1 * mx, 0.0), c1
+
     def rows(self) -> Iterator[tuple[Key, int, Stat]]:
         for key in sorted(self._by_key, key=lambda k: (k.model, k.part, k.kind)):
             for size in sorted(self._by_key[key]):

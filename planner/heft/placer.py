@@ -17,6 +17,9 @@ from adaserve.planner.heft.history import WHOLE, Histories, Key, Transfer
 from adaserve.planner.heft.rate import RateMeter, batch_for_rate
 
 
+RECHOOSE, RECHOOSE_S = 0.05, 0.25  # the batch size follows the rate: a 5% move, or every 250 ms
+
+
 def kind_of(pool: str, kinds: Mapping[str, str] | None = None) -> str:
     """A pool's device kind: as configured, else ``gpu`` for a ``gpu*`` pool and ``cpu`` otherwise."""
     if kinds and pool in kinds:
@@ -58,6 +61,7 @@ class Placer:
     clocks: dict[str, PoolClock] = field(default_factory=dict)
     rates: dict[str, RateMeter] = field(default_factory=dict)
     sent: dict[str, _Sent] = field(default_factory=dict)
+    sizes: dict[str, tuple[float, float, int]] = field(default_factory=dict)  # model -> (when, rate, size)
     cap: int = 4096  # batches remembered (a lost batch.finished must not grow this forever)
 
     def kind(self, pool: str) -> str:
@@ -92,18 +96,20 @@ class Placer:
         return full * est.seconds + (tail.seconds if tail is not None else 0.0)
 
     def batch_size(self, model: str, now: float, max_batch: int, slots: int = 1) -> int:
-        """The batch size for the model's current arrival rate on the main kind (``max_batch``
-        while nothing is known)."""
+        """The batch size for the model's current arrival rate on the main kind, from the linear
+        batch-latency model of its history (``max_batch`` while nothing is known); chosen again
+        when the rate moved by more than ``RECHOOSE`` or ``RECHOOSE_S`` passed."""
         rate = self.rates.get(model, RateMeter()).rate(now)
-        key = Key(model, WHOLE, self.options.main)
-        if rate <= 0 or not self.histories.known(key):
+        last = self.sizes.get(model)
+        if last is not None and now - last[0] < RECHOOSE_S and abs(rate - last[1]) <= RECHOOSE * max(last[1], 1e-9):
+            return min(last[2], max_batch)
+        fit = self.histories.linear(Key(model, WHOLE, self.options.main))
+        if rate <= 0 or fit is None:
             return max_batch
-
-        def latency(b: int) -> float:
-            est = self.histories.predict(key, b)
-            return est.seconds if est is not None else float("inf")
-
-        return batch_for_rate(rate, latency, max_batch, slots)
+        c0, c1 = fit
+        b = batch_for_rate(rate, lambda k: c0 + c1 * k, max_batch, slots)
+        self.sizes[model] = (now, rate, b)
+        return b
 
     def arrived(self, model: str, now: float, n: int = 1) -> None:
         self.rates.setdefault(model, RateMeter()).arrived(now, n)

@@ -19,7 +19,7 @@ def test_a_seed_holds_until_measured_and_trust_comes_after_ten() -> None:
     h.seed(K, 8, 0.010)
     est = h.predict(K, 8)
     assert est is not None and est.seconds == 0.010 and not est.trusted and est.measured == 0
-    for i in range(9):
+    for _ in range(9):
         h.observe(K, 8, 0.020)
         assert not h.predict(K, 8).trusted  # type: ignore[union-attr]
     h.observe(K, 8, 0.020)
