@@ -139,7 +139,7 @@ def simulate(setup: Setup, policy: str, rate: float, placer: Placer | None = Non
                     run.errors.append(now - predicted)
                 del pending[bid]
         elif kind == "handed":
-            bid, pool, part, b = data  # type: ignore[misc]
+            bid, pool, _, b = data  # type: ignore[misc]
             waiting[pool].append((bid, b, [], now))
         for pool in ("gpu", "cpu"):  # forwarded parts waiting for a server, in arrival order
             while waiting[pool] and (srv := free(pool, now)) is not None:

@@ -16,7 +16,6 @@ from adaserve.planner.heft.heft import PART1, PART2, Choice, Options, PoolInfo, 
 from adaserve.planner.heft.history import WHOLE, Histories, Key, Transfer
 from adaserve.planner.heft.rate import RateMeter, batch_for_rate
 
-
 RECHOOSE, RECHOOSE_S = 0.05, 0.25  # the batch size follows the rate: a 5% move, or every 250 ms
 
 
