@@ -125,7 +125,7 @@ def simulate(setup: Setup, policy: str, rate: float, placer: Placer | None = Non
             if placer is not None:
                 placer.arrived(m, now)
         elif kind == "done":
-            bid, pool, part, b, d = data  # type: ignore[misc]
+            bid, pool, _, b, d = data  # type: ignore[misc]
             stages, arrived, idx, _, predicted = pending[bid]
             if placer is not None:
                 placer.finished(bid if idx == 0 else f"{bid}.0", pool, m, None if len(stages) == 1 else idx + 1, b, d, now)
