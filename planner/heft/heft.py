@@ -95,8 +95,9 @@ class Choice:
 
 def choose(model: str, size: int, pools: Mapping[str, PoolInfo], histories: Histories,
            transfer: Callable[[int], float], backlog_s: float, now: float,
-           options: Options = Options()) -> Choice | None:
-    """The plan for a batch of ``size`` of ``model``; None when no history covers any plan."""
+           options: Options = Options(), first: str | None = None) -> Choice | None:
+    """The plan for a batch of ``size`` of ``model``; None when no history covers any plan.
+    ``first``: only the plans whose first stage runs on that pool (a batch already formed for it)."""
     plans: list[Choice] = []
     for name, info in pools.items():
         one = _stage(histories, model, WHOLE, name, info, max(now, info.available), size)
@@ -117,6 +118,10 @@ def choose(model: str, size: int, pools: Mapping[str, PoolInfo], histories: Hist
         return None
     fastest = min(p.stages[0].estimate.seconds for p in plans)
     fit = [p for p in plans if p.stages[0].estimate.seconds <= options.slack * fastest + 1e-12]
+    if first is not None:  # the batch is formed for ``first`` (HEFT chose it): the best of what starts there
+        fit = [p for p in fit if p.pool == first] or [p for p in plans if p.pool == first]
+        if not fit:
+            return None
     fit.sort(key=lambda p: (p.objective, p.finish, len(p.stages), p.label))
     best = fit[0]
     considered = tuple((p.label, p.finish, p.objective) for p in fit)

@@ -75,13 +75,14 @@ class Placer:
         return c
 
     # -- decisions -------------------------------------------------------------------------------
-    def plan(self, model: str, size: int, pools: Mapping[str, tuple[int, bool]], backlog: int, now: float) -> Choice | None:
+    def plan(self, model: str, size: int, pools: Mapping[str, tuple[int, bool]], backlog: int, now: float,
+             first: str | None = None) -> Choice | None:
         """HEFT over ``pools`` (name -> (slots, has a free slot now)); ``backlog``: requests of
-        ``model`` still waiting once this batch is out."""
+        ``model`` still waiting once this batch is out; ``first``: only plans starting there."""
         infos = {p: PoolInfo(self.kind(p), self.clock(p, slots).available(now), free)
                  for p, (slots, free) in pools.items()}
         return choose(model, size, infos, self.histories, self.transfer(model).predict, self.backlog_s(model, size, backlog),
-                      now, self.options)
+                      now, self.options, first=first)
 
     def backlog_s(self, model: str, size: int, waiting: int) -> float:
         """The main kind's predicted time for ``waiting`` requests in batches of ``size``."""
@@ -131,11 +132,11 @@ class Placer:
             del self.sent[old]
 
     def finished(self, batch_id: str, pool: str, model: str, part: int | None, size: int, exec_s: float,
-                 end: float) -> Outcome | None:
+                 end: float, *, learn: bool = True) -> Outcome | None:
         """Learn from a ``batch.finished`` (``end``: when it finished); the outcome once the
         batch's last part is done and this planner had sent it."""
-        name = WHOLE if part is None else f"part{part}"
-        self.histories.observe(Key(model, name, self.kind(pool)), size, exec_s)
+        if learn:
+            self.histories.observe(Key(model, WHOLE if part is None else f"part{part}", self.kind(pool)), size, exec_s)
         root = batch_id.split(".", 1)[0]
         for c in self.clocks.values():
             c.remove(batch_id)
