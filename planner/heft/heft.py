@@ -15,7 +15,7 @@ backlog grows the split wins as long as the second pool keeps up, and stops winn
 queue makes this batch finish later than the GPU would have.
 
 Guard: a plan whose first stage (the whole model, or part 1) runs more than ``slack`` times
-longer than the fastest first stage is not taken: a much slower device would raise the maximum
+longer there than on the fastest device for the same stage is not taken: a much slower device would raise the maximum
 latency, the metric served, for no gain the backlog could justify.
 
 Exploration (StarPU calibrates a history before trusting it): among the admissible plans, one
@@ -103,11 +103,11 @@ def choose(model: str, size: int, pools: Mapping[str, PoolInfo], histories: Hist
         one = _stage(histories, model, WHOLE, name, info, max(now, info.available), size)
         if one is not None:
             plans.append(_plan((one,), 0.0, pools, backlog_s, now, options))
-    for first, a in pools.items():
+    for one_pool, a in pools.items():
         for second, b in pools.items():
-            if first == second or a.kind == b.kind or (a.kind != options.main and not options.reverse):
+            if one_pool == second or a.kind == b.kind or (a.kind != options.main and not options.reverse):
                 continue
-            s1 = _stage(histories, model, PART1, first, a, max(now, a.available), size)
+            s1 = _stage(histories, model, PART1, one_pool, a, max(now, a.available), size)
             if s1 is None:
                 continue
             x = transfer(size)
@@ -116,8 +116,11 @@ def choose(model: str, size: int, pools: Mapping[str, PoolInfo], histories: Hist
                 plans.append(_plan((s1, s2), x, pools, backlog_s, now, options))
     if not plans:
         return None
-    fastest = min(p.stages[0].estimate.seconds for p in plans)
-    fit = [p for p in plans if p.stages[0].estimate.seconds <= options.slack * fastest + 1e-12]
+    fastest: dict[str, float] = {}  # per part: the same work on its fastest device
+    for p in plans:
+        s0 = p.stages[0]
+        fastest[s0.part] = min(fastest.get(s0.part, s0.estimate.seconds), s0.estimate.seconds)
+    fit = [p for p in plans if p.stages[0].estimate.seconds <= options.slack * fastest[p.stages[0].part] + 1e-12]
     if first is not None:  # the batch is formed for ``first`` (HEFT chose it): the best of what starts there
         fit = [p for p in fit if p.pool == first] or [p for p in plans if p.pool == first]
         if not fit:

@@ -16,6 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 WHOLE = "whole"  # the part name of an unsplit run
+# A first measurement this many times the offline figure is a cold run (a new onnxruntime session
+# allocates and plans on its first call) and is left out, once: taken as the device's time, it
+# would send the next batches elsewhere until enough measurements averaged it away.
+COLD = 3.0
 TRUST_AFTER = 10  # StarPU calibrates a history with 10 measurements per codelet and size (STARPU_CALIBRATE_MINIMUM)
 
 
@@ -36,14 +40,20 @@ class Stat:
     mean: float = 0.0
     m2: float = 0.0
     seeded: bool = False
+    cold: bool = False  # a cold first run was left out
 
-    def add(self, x: float) -> None:
-        if self.seeded:  # the first measurement replaces the offline figure
+    def add(self, x: float) -> bool:
+        """Take a measurement; False for a cold run (see ``COLD``), which is left out."""
+        if self.seeded:  # the first measurement replaces the offline figure, unless it is a cold run
+            if x > COLD * self.mean and not self.cold:
+                self.cold = True
+                return False
             self.n, self.mean, self.m2, self.seeded = 0, 0.0, 0.0, False
         self.n += 1
         d = x - self.mean
         self.mean += d / self.n
         self.m2 += d * (x - self.mean)
+        return True
 
     @property
     def std(self) -> float:

@@ -38,16 +38,19 @@ def test_idle_gpu_takes_the_whole_batch() -> None:
 
 def test_congested_gpu_splits_part2_to_the_cpu() -> None:
     # 5 batches queued behind this one: freeing the GPU 2 ms sooner moves all of them up.
-    c = choose(M, 8, pools(gpu_at=0.02), histories(3.0), xfer, backlog_s=0.05, now=0.0)
+    c = choose(M, 8, pools(gpu_at=0.02), histories(4.0), xfer, backlog_s=0.05, now=0.0)
     assert c is not None and c.split and (c.pool, c.next_pool) == ("gpu", "cpu")
     assert c.stages[0].part == "part1" and c.stages[1].part == "part2"
-    # part 1 ends at 28 ms, the tensor arrives at 29 ms, part 2 takes 7.5 ms on the CPU
-    assert abs(c.finish - 0.0365) < 1e-9 and abs(c.objective - 0.078) < 1e-9
+    # part 1 ends at 28 ms, the tensor arrives at 29 ms, part 2 takes 10 ms on the CPU; the GPU
+    # is free for the 50 ms backlog at 28 ms instead of 30 ms
+    assert abs(c.finish - 0.039) < 1e-9 and abs(c.objective - 0.078) < 1e-9
+    # whole on the CPU (4x) is past the guard's 3x
+    assert "whole@cpu" not in {lbl for lbl, _, _ in c.considered}
 
 
 def test_busy_cpu_keeps_the_batch_whole() -> None:
     # the CPU is booked far ahead: part 2 there would end after the GPU cleared the backlog
-    c = choose(M, 8, pools(gpu_at=0.02, cpu_at=0.5), histories(3.0), xfer, backlog_s=0.05, now=0.0)
+    c = choose(M, 8, pools(gpu_at=0.02, cpu_at=0.5), histories(4.0), xfer, backlog_s=0.05, now=0.0)
     assert c is not None and not c.split and c.pool == "gpu"
 
 
@@ -90,3 +93,18 @@ def test_untrusted_histories_are_explored_when_cheap() -> None:
 
 def test_nothing_known_gives_none() -> None:
     assert choose("other", 8, pools(), histories(3.0), xfer, 0.0, 0.0) is None
+
+
+def test_first_keeps_only_the_plans_starting_on_that_pool() -> None:
+    c = choose(M, 8, pools(gpu_at=0.02), histories(3.0), xfer, backlog_s=0.05, now=0.0, first="gpu")
+    assert c is not None and c.pool == "gpu" and {lbl.split("->")[0] for lbl, _, _ in c.considered} == {
+        "whole@gpu", "part1@gpu"}
+    assert choose(M, 8, pools(), histories(20.0), xfer, backlog_s=0.0, now=0.0, first="cpu") is not None
+
+
+def test_the_guard_compares_a_stage_with_the_same_stage_elsewhere() -> None:
+    # part 1 is a small share of the model: the whole on the GPU is not "slower than part 1"
+    h = histories(3.0)
+    c = choose(M, 8, pools(), h, xfer, backlog_s=0.0, now=0.0, options=Options(slack=1.1))
+    assert c is not None and c.label == "whole@gpu"
+    assert {lbl for lbl, _, _ in c.considered} == {"whole@gpu", "part1@gpu->part2@cpu"}

@@ -60,3 +60,13 @@ def test_a_bad_profile_is_a_config_error(tmp_path: Path) -> None:
     bad.write_text("{}")
     with pytest.raises(ConfigError, match="rows"):
         seed_file(Histories(), bad)
+
+
+def test_a_cold_first_run_is_left_out_once() -> None:
+    h = Histories()
+    h.seed(K, 1, 0.010)
+    h.observe(K, 1, 0.080)  # the session's first call
+    assert h.predict(K, 1).seconds == 0.010  # type: ignore[union-attr]
+    h.observe(K, 1, 0.012)
+    h.observe(K, 1, 0.080)  # no longer the first: a measurement like any other
+    assert abs(h.predict(K, 1).seconds - 0.046) < 1e-12  # type: ignore[union-attr]
