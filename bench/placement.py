@@ -109,10 +109,10 @@ def sweep(truth: Histories, handover: dict[str, Any], *, seeds: int = 3, points:
         lo = max(ok) if ok else 1.0
         hi = min([r["rate"] for r in curves[policy] if not r["sustained"] and r["rate"] > lo], default=lo * 2)
         for seed in range(seeds):
-            rate, run = max_rate(Setup(MODEL, truth, hand, seconds=seconds, seed=seed), policy, lo, hi)
+            rate, best = max_rate(Setup(MODEL, truth, hand, seconds=seconds, seed=seed), policy, lo, hi)
             maxima[policy].append(rate)
-            if policy == "heft" and run is not None:
-                at_max.append(run)
+            if policy == "heft" and best is not None:
+                at_max.append(best)
             if task is not None:
                 progress.advance(task)
     for run in at_max:

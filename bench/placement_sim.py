@@ -17,6 +17,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from adaserve.planner.heft import WHOLE, Choice, Histories, Key, Options, Placer, batch_for_rate
 
@@ -85,7 +86,7 @@ def simulate(setup: Setup, policy: str, rate: float, placer: Placer | None = Non
     n = int(rate * setup.seconds)
     arrivals = [i / rate for i in range(n)]
     queue: deque[float] = deque()
-    events: list[tuple[float, int, str, object]] = []
+    events: list[tuple[float, int, str, Any]] = []
     seq = 0
     for t in arrivals:
         heapq.heappush(events, (t, seq := seq + 1, "arrive", t))
@@ -121,11 +122,11 @@ def simulate(setup: Setup, policy: str, rate: float, placer: Placer | None = Non
     while events:
         now, _, kind, data = heapq.heappop(events)
         if kind == "arrive":
-            queue.append(data)  # type: ignore[arg-type]
+            queue.append(data)
             if placer is not None:
                 placer.arrived(m, now)
         elif kind == "done":
-            bid, pool, _, b, d = data  # type: ignore[misc]
+            bid, pool, _, b, d = data
             stages, arrived, idx, _, predicted = pending[bid]
             if placer is not None:
                 placer.finished(bid if idx == 0 else f"{bid}.0", pool, m, None if len(stages) == 1 else idx + 1, b, d, now)
@@ -139,7 +140,7 @@ def simulate(setup: Setup, policy: str, rate: float, placer: Placer | None = Non
                     run.errors.append(now - predicted)
                 del pending[bid]
         elif kind == "handed":
-            bid, pool, _, b = data  # type: ignore[misc]
+            bid, pool, _, b = data
             waiting[pool].append((bid, b, [], now))
         for pool in ("gpu", "cpu"):  # forwarded parts waiting for a server, in arrival order
             while waiting[pool] and (srv := free(pool, now)) is not None:
