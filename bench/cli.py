@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import typer
 
-from adaserve.bench import broker, chaos_cmd, fuzz, gpu, live_cmd, mosel, orloj, overhead, planner, serving
+from adaserve.bench import (
+    broker,
+    chaos_cmd,
+    fuzz,
+    gpu,
+    live_cmd,
+    mosel,
+    orloj,
+    overhead,
+    placement_cmd,
+    planner,
+    serving,
+)
 
 bench_app = typer.Typer(help="Benchmarks: each prints its figures (``--json`` for one JSON object).", no_args_is_help=True)
 
-for module in (overhead, broker, planner, orloj, mosel, serving, gpu, live_cmd, chaos_cmd, fuzz):
+for module in (overhead, broker, planner, orloj, mosel, serving, gpu, live_cmd, chaos_cmd, fuzz, placement_cmd):
     module.register(bench_app)
 
 
