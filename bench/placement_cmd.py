@@ -18,6 +18,11 @@ def placement(
     points: int = typer.Option(12, min=3, max=40, help="Arrival rates on the sweep (0.1x to 1.3x the GPU's capacity)."),
     seconds: float = typer.Option(3.0, min=0.2, max=60.0, help="Simulated seconds of arrivals per run."),
     plot: Path | None = typer.Option(None, help="Where the plot goes (default <data_dir>/bench/placement.png)."),
+    live: bool = typer.Option(False, "--live/--no-live", help="Also run HEFT through the real pipeline at rising rates: "
+                                                              "pools gpu and cpu on a GPU host; on a CPU host two CPU "
+                                                              "pools standing for them (the path, not GPU figures)."),
+    live_rates: str = typer.Option("5,20,60", help="Photos per second of the live section, comma-separated."),
+    live_seconds: float = typer.Option(4.0, min=0.5, max=120.0, help="Seconds of load per live rate."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """StarONNX placement: p99 and sustained rate per policy over an arrival-rate sweep, HEFT's offload and
@@ -33,13 +38,24 @@ def placement(
     if not profile.is_file():
         raise ConfigError(f"profile {profile} not found: run from the repository root or pass --profile "
                           "(a `adaserve bench gpu --json` report)")
+    try:
+        rates = tuple(float(x) for x in live_rates.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--live-rates {live_rates!r}: comma-separated numbers expected") from None
+    if live and (not rates or min(rates) <= 0):
+        raise ConfigError("--live-rates: positive rates expected")
     console = Console(stderr=True)
     with bench_settings() as settings, Progress(console=console, transient=True, disable=as_json) as bar:
         out = report(profile, settings, seeds=seeds, points=points, seconds=seconds, progress=bar)
+        if live:
+            from adaserve.bench.placement_live import live as run_live
+            from adaserve.workers.runtime import gpu_unavailable
+
+            out["live"] = run_live(settings, bar, rates=rates, seconds=live_seconds, profile=profile,
+                                   gpu=gpu_unavailable() is None)
+        else:
+            out["live"] = {"skipped": "not asked for (--live)"}
     out["pipeline_vs_native"] = _native()
-    out["live"] = {"skipped": "no GPU on this host: the live path is exercised with two CPU pools standing for the "
-                              "devices by tests/serving/test_heft.py (not GPU figures); a GPU host runs "
-                              "scripts/gpu-check.sh"}
     path = plot or load_settings().data_dir / "bench" / "placement.png"
     out["plot"] = str(draw(out, path))
     if as_json:
@@ -125,6 +141,12 @@ def _print(console: Any, out: dict[str, Any]) -> None:
                                                                "cpu_part2_ms", "handover_ms", "input_f32_ms",
                                                                "max_split_share", "bound_heft_vs_gpu_only")))
     console.print(b)
+    live = out.get("live", {})
+    for row in live.get("rates", []):
+        console.print(f"live {row['rate']:g}/s: p50 {row['p50_ms']:.1f} ms, p99 {row['p99_ms']:.1f} ms, "
+                      f"{row['completed']}/{row['requests']} completed, placements {row['placements']}")
+    if live.get("where"):
+        console.print(f"live: {live['where']}")
     console.print(f"plot: {out['plot']}")
 
 

@@ -282,16 +282,22 @@ class Planner:
             now_s = now_ms / 1000.0
             size = self.heft.size(model, now_s, self.config.max_batch, pool)
             waiting = len(self.scheds[model])
-            choice = self.heft.choose(model, min(waiting, size), waiting, self.pools.serving(model), now_s)
+            choice = self.heft.choose(model, min(waiting, size), waiting, self.pools.serving(model), now_s,
+                                      delays=self._delays(model, now_ms))
             if choice is None or choice.pool == pool.name:
                 return model, size
         return None
+
+    def _delays(self, model: str, now_ms: float) -> dict[str, float]:
+        """Each serving pool's measured seconds from dispatch to start (for HEFT's predictions)."""
+        return {v.name: self.follow.wait_ms(v.name, now_ms) / 1000.0 for v in self.pools.serving(model)}
 
     def _plan(self, model: str, pool: str, decision: Decision, now_ms: float) -> tuple[Plan, Choice | None]:
         serving = self.pools.serving(model)
         if self.heft is not None and self.heft.handles(model):
             waiting = len(self.scheds[model]) + len(decision.batch)
-            choice = self.heft.choose(model, len(decision.batch), waiting, serving, now_ms / 1000.0, first=pool)
+            choice = self.heft.choose(model, len(decision.batch), waiting, serving, now_ms / 1000.0, first=pool,
+                                      delays=self._delays(model, now_ms))
             if choice is not None:
                 return self.heft.plan(choice, decision), choice
         return place(model, pool, decision, self._splits, {v.name for v in serving}), None

@@ -59,9 +59,9 @@ class LivePlacement:
         return self.placer.batch_size(model, now_s, max_batch, max(pool.slots, 1))
 
     def choose(self, model: str, size: int, waiting: int, serving: list[PoolView], now_s: float,
-               first: str | None = None) -> Choice | None:
+               first: str | None = None, delays: Mapping[str, float] | None = None) -> Choice | None:
         pools = {v.name: (max(v.slots, 1), v.free > 0) for v in serving}
-        c = self.placer.plan(model, size, pools, max(waiting - size, 0), now_s, first=first)
+        c = self.placer.plan(model, size, pools, max(waiting - size, 0), now_s, first=first, delays=delays)
         if c is not None:
             self.last[model] = c
         return c

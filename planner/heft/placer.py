@@ -76,10 +76,13 @@ class Placer:
 
     # -- decisions -------------------------------------------------------------------------------
     def plan(self, model: str, size: int, pools: Mapping[str, tuple[int, bool]], backlog: int, now: float,
-             first: str | None = None) -> Choice | None:
+             first: str | None = None, delays: Mapping[str, float] | None = None) -> Choice | None:
         """HEFT over ``pools`` (name -> (slots, has a free slot now)); ``backlog``: requests of
-        ``model`` still waiting once this batch is out; ``first``: only plans starting there."""
-        infos = {p: PoolInfo(self.kind(p), self.clock(p, slots).available(now), free)
+        ``model`` still waiting once this batch is out; ``first``: only plans starting there;
+        ``delays``: each pool's measured seconds from dispatch to start (the hop through Redis
+        and the worker's own work around the runner), below which nothing starts there."""
+        d = delays or {}
+        infos = {p: PoolInfo(self.kind(p), max(self.clock(p, slots).available(now), now + d.get(p, 0.0)), free)
                  for p, (slots, free) in pools.items()}
         return choose(model, size, infos, self.histories, self.transfer(model).predict, self.backlog_s(model, size, backlog),
                       now, self.options, first=first)

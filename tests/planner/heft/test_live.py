@@ -66,3 +66,11 @@ def test_finished_batches_teach_the_histories_and_report_the_error() -> None:
     lp.finished("b2", "gpu", M, "audio", None, 8, 99.0, 10_200.0)
     whole = [h for h in lp.state(10.3)["histories"] if h["part"] == "whole" and h["n"]]
     assert whole == []
+
+
+def test_a_pools_measured_dispatch_delay_moves_its_start() -> None:
+    lp = LivePlacement.build(str(PROFILE), (), frozenset())
+    plain = lp.choose(M, 8, 8, _pools(), 10.0)
+    late = lp.choose(M, 8, 8, _pools(), 10.0, delays={"gpu": 0.004})
+    assert plain is not None and late is not None and late.label == plain.label == "whole@gpu"
+    assert late.finish == pytest.approx(plain.finish + 0.004)
