@@ -10,7 +10,10 @@ batch instead of drifting.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
+
+STALE_S = 30.0
 
 
 @dataclass(slots=True)
@@ -37,17 +40,27 @@ class PoolClock:
         return batch_id in self._jobs
 
     def schedule(self, now: float) -> tuple[list[float], dict[str, tuple[float, float]]]:
-        """Worker free times after everything in flight, and each batch's predicted (start, end)."""
-        free = [now] * max(self.slots, 1)
+        """Worker free times after everything in flight (never before ``now``), and each batch's
+        predicted (start, end): a batch started when it was sent (or when its worker or input
+        was ready), not now, so one halfway through counts only its remaining half."""
+        free = [-math.inf] * max(self.slots, 1)
         spans: dict[str, tuple[float, float]] = {}
         for bid, job in self._jobs.items():
             t = heapq.heappop(free)
-            start = max(t, job.not_before, now)
+            start = max(t, job.not_before)
             end = start + job.seconds
             spans[bid] = (start, end)
             heapq.heappush(free, end)
-        return sorted(free), spans
+        return sorted(max(f, now) for f in free), spans
 
-    def available(self, now: float) -> float:
-        """The earliest time a batch sent now would start (``now`` when a worker is idle)."""
+    def available(self, now: float, stale_s: float = STALE_S) -> float:
+        """The earliest time a batch sent now would start (``now`` when a worker is idle). A batch
+        predicted to have ended ``stale_s`` ago whose ``batch.finished`` never came (dead-lettered,
+        or its event lost) is dropped, or it would hold the pool busy for ever."""
+        free, spans = self.schedule(now)
+        gone = [b for b, (_, end) in spans.items() if end < now - stale_s]
+        if not gone:
+            return free[0]
+        for b in gone:
+            del self._jobs[b]
         return self.schedule(now)[0][0]
