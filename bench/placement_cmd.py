@@ -16,7 +16,9 @@ def placement(
     profile: Path = typer.Option(DEFAULT_PROFILE, help="The measured GPU and CPU profile (a `bench gpu --json` report)."),
     seeds: int = typer.Option(3, min=1, max=20, help="Seeds (jitter) per maximum-rate search; medians reported."),
     points: int = typer.Option(12, min=3, max=40, help="Arrival rates on the sweep (0.1x to 1.3x the GPU's capacity)."),
-    seconds: float = typer.Option(3.0, min=0.2, max=60.0, help="Simulated seconds of arrivals per run."),
+    seconds: float = typer.Option(6.0, min=0.2, max=60.0, help="Simulated seconds of arrivals per run (a deeper "
+                                                               "backlog takes longer to settle: shorter runs under-read "
+                                                               "HEFT)."),
     plot: Path | None = typer.Option(None, help="Where the plot goes (default <data_dir>/bench/placement.png)."),
     live: bool = typer.Option(False, "--live/--no-live", help="Also run HEFT through the real pipeline at rising rates: "
                                                               "pools gpu and cpu on a GPU host; on a CPU host two CPU "
