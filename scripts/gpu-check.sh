@@ -32,7 +32,7 @@ for model in ${MODELS:-av-digits ee-audio fsdd-cnn effnet-lite0 ee-lm-s}; do
 done
 "$PY" -m adaserve profile show --json > "$out/profiles.json" || status=1
 step "bench placement (HEFT on this host's GPU and CPU profile; docs/placement.md)"
-"$PY" -m adaserve bench placement --json --profile "$out/bench-gpu.json" --plot "$out/placement.png" \
+"$PY" -m adaserve bench placement --json --live --profile "$out/bench-gpu.json" --plot "$out/placement.png" \
   > "$out/bench-placement.json" || status=1
 "$PY" -m pytest -q -rs -p no:cacheprovider tests/serving/test_heft.py 2>&1 | tee "$out/pytest-heft.txt" || status=1
 exit $status
