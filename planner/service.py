@@ -280,7 +280,7 @@ class Planner:
             if self.heft is None or not self.heft.handles(model):
                 return model, self.config.max_batch
             now_s = now_ms / 1000.0
-            size = self.heft.size(model, now_s, self.config.max_batch, pool)
+            size = self.heft.size(model, now_s, self.config.max_batch, pool, self.scheds[model].name)
             waiting = len(self.scheds[model])
             choice = self.heft.choose(model, min(waiting, size), waiting, self.pools.serving(model), now_s,
                                       delays=self._delays(model, now_ms))

@@ -23,6 +23,11 @@ from adaserve.planner.heft.placer import Outcome, Placer
 from adaserve.planner.heft.seed import seed_file
 from adaserve.planner.pools import PoolView
 
+# Policies that size each batch from deadlines or a latency SLO themselves (EDF's budget, ORLOJ's
+# per-size queues, Clockwork, Nexus, Clipper's AIMD, MOSEL's strategy matrix): the batch size for
+# the arrival rate is published for them but does not cap their batches. FIFO's fixed size does.
+SIZES_BY_DEADLINE = frozenset(("edf", "orloj", "clockwork", "nexus", "clipper", "mosel"))
+
 
 def parse_kinds(specs: tuple[str, ...]) -> dict[str, str]:
     """``("fast=gpu", ...)`` -> ``{"fast": "gpu"}``; ``ConfigError`` saying what is wrong."""
@@ -55,8 +60,11 @@ class LivePlacement:
     def _kinds(self) -> set[str]:
         return {self.placer.options.main, "cpu", "gpu", *self.placer.kinds.values()}
 
-    def size(self, model: str, now_s: float, max_batch: int, pool: PoolView) -> int:
-        return self.placer.batch_size(model, now_s, max_batch, max(pool.slots, 1))
+    def size(self, model: str, now_s: float, max_batch: int, pool: PoolView, policy: str = "") -> int:
+        """The largest batch the former takes: the size for the arrival rate (always chosen, for
+        telemetry), or ``max_batch`` for a policy that sizes its batches by deadline itself."""
+        b = self.placer.batch_size(model, now_s, max_batch, max(pool.slots, 1))
+        return max_batch if policy in SIZES_BY_DEADLINE else b
 
     def choose(self, model: str, size: int, waiting: int, serving: list[PoolView], now_s: float,
                first: str | None = None, delays: Mapping[str, float] | None = None) -> Choice | None:

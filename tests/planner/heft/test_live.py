@@ -74,3 +74,14 @@ def test_a_pools_measured_dispatch_delay_moves_its_start() -> None:
     late = lp.choose(M, 8, 8, _pools(), 10.0, delays={"gpu": 0.004})
     assert plain is not None and late is not None and late.label == plain.label == "whole@gpu"
     assert late.finish == pytest.approx(plain.finish + 0.004)
+
+
+def test_the_rate_caps_batches_only_of_a_policy_that_does_not_size_them_by_deadline() -> None:
+    lp = LivePlacement.build(str(PROFILE), (), frozenset())
+    for i in range(401):  # 2,000 requests/s
+        lp.placer.arrived(M, 10.0 + i * 0.0005)
+    pool = _pools()[0]
+    b = lp.size(M, 10.2, 32, pool, "fifo")
+    assert b == 3  # the profile's line: 0.79 ms + 0.16 ms per photo; 3 photos (1.28 ms) keep up with 1.5 ms
+    assert lp.size(M, 10.2, 32, pool, "orloj") == 32 and lp.size(M, 10.2, 32, pool, "edf") == 32
+    assert lp.placer.sizes[M][2] == b  # chosen (and published) either way
