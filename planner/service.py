@@ -134,6 +134,8 @@ class Planner:
         """Leave the planners hash, so a health check does not wait for this entry to go stale."""
         try:
             self.r.hdel(self.keys.planners, self.consumer)
+            if self.heft is not None:
+                self.r.hdel(self.keys.placement, self.consumer)
         except redis.RedisError as exc:
             log.warning("could not announce the stop: %s", exc)
 
