@@ -16,13 +16,15 @@ from adaserve.bench import (
     native,
     orloj,
     overhead,
+    placement_cmd,
     planner,
     serving,
 )
 
 bench_app = typer.Typer(help="Benchmarks: each prints its figures (``--json`` for one JSON object).", no_args_is_help=True)
 
-for module in (overhead, hotpaths, broker, planner, orloj, mosel, serving, gpu, live_cmd, chaos_cmd, fuzz, helios, native):
+for module in (overhead, hotpaths, broker, planner, orloj, mosel, serving, gpu, live_cmd, chaos_cmd, fuzz, helios, native,
+               placement_cmd):
     module.register(bench_app)
 
 

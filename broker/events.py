@@ -87,6 +87,13 @@ class BatchDispatched(_Ev):
     variant: str = "default"
     size: int
     predicted_ms: float = 0.0
+    # HEFT placement (planner/heft): the plan, e.g. ``part1@gpu->part2@cpu``, its predicted
+    # finish (server ms), whether it explored an untrusted history, and the batch size chosen
+    # for the measured arrival rate.
+    placement: str | None = None
+    predicted_finish_ms: float | None = None
+    explored: bool = False
+    rate_batch: int | None = None
 
 
 class LmStats(BaseModel):
@@ -199,6 +206,33 @@ class PlannerState(_Ev):
     decision_max_ms: float | None = None
 
 
+class PlacementFinished(_Ev):
+    """A batch HEFT placed finished its last part: the predicted and the measured finish (server
+    ms) and their difference, so the prediction error is visible."""
+
+    event: Literal["placement.finished"] = "placement.finished"
+    batch_id: str
+    model: str
+    placement: str
+    size: int
+    predicted_finish_ms: float
+    finish_ms: float
+    error_ms: float
+
+
+class PlacementState(_Ev):
+    """A planner's placement state, once per ``heartbeat_s``: the performance histories (one row
+    per model, part, device kind and batch size), each model's arrival rate and the batch size
+    chosen for it, and the hand-over cost per model."""
+
+    event: Literal["placement.state"] = "placement.state"
+    planner: str
+    histories: list[dict[str, Any]] = Field(default_factory=list)
+    rates: dict[str, float] = Field(default_factory=dict)
+    batch_sizes: dict[str, int] = Field(default_factory=dict)
+    handover: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
 class ModelSwitched(_Ev):
     event: Literal["model.switched"] = "model.switched"
     app: str
@@ -238,7 +272,7 @@ class HeliosSwitched(_HeliosDecision):
 Event = Annotated[
     JobAccepted | JobRejected | JobExpired | JobCompleted | JobPlanned | BatchDispatched | BatchFinished
     | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | PlannerState | ModelSwitched
-    | HeliosEvaluated | HeliosLoadedMore | HeliosSwitched,
+    | HeliosEvaluated | HeliosLoadedMore | HeliosSwitched | PlacementFinished | PlacementState,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -246,5 +280,5 @@ EVENT_TYPES: tuple[str, ...] = (
     "job.accepted", "job.rejected", "job.expired", "job.completed", "job.planned",
     "batch.dispatched", "batch.finished", "batch.deadlettered", "worker.heartbeat",
     "worker.stopped", "planner.replanned", "planner.state", "model.switched",
-    "helios.evaluated", "helios.loaded_more", "helios.switched",
+    "helios.evaluated", "helios.loaded_more", "helios.switched", "placement.finished", "placement.state",
 )

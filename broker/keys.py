@@ -56,6 +56,11 @@ class Keys:
         """Hash planner consumer -> its last ``planner.state`` (msgpack), for health checks."""
         return f"{self._p}:planners"
 
+    @property
+    def placement(self) -> str:
+        """Hash planner consumer -> its last ``placement.state`` (msgpack): ``adaserve placement``."""
+        return f"{self._p}:placement"
+
     def profile(self, model: str) -> str:
         return f"{self._p}:profile:{model}"
 

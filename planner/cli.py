@@ -31,6 +31,15 @@ def planner(
         None, "--allow-non-finite", metavar="MODEL",
         help="Admit float inputs holding NaN or ±Inf for MODEL (rejected as non_finite otherwise); adds to "
              "ADASERVE_LIMIT_ALLOW_NON_FINITE. Repeatable."),
+    placement: str = typer.Option(
+        "static", help="Placement: static (the pool with a free slot; --split as given) or heft (per batch, the "
+                       "earliest finish from performance histories: whole on a GPU or CPU pool, or part 1 on the "
+                       "GPU and part 2 on the CPU; see docs/placement.md)."),
+    heft_profile: str = typer.Option("", help="A `bench gpu --json` report seeding HEFT's histories "
+                                              "(e.g. docs/gpu-h100.json); without it they start from measurements."),
+    pool_kind: list[str] | None = typer.Option(
+        None, "--pool-kind", help="POOL=KIND: a pool's device kind for HEFT (default: gpu* pools gpu, others cpu). "
+                                  "Repeatable."),
     log_level: str = typer.Option("INFO", help="Logging level."),
 ) -> None:
     """Run the planner: read jobs, plan and batch them, dispatch to worker pools."""
@@ -43,7 +52,8 @@ def planner(
     try:
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
                                modality=modality, online_feedback=online_feedback, admission=admission,
-                               max_queue=max_queue)
+                               max_queue=max_queue, placement=placement, heft_profile=heft_profile,
+                               pool_kind=tuple(pool_kind or ()))
         limits = load_limits()
         if allow_non_finite:
             limits = load_limits(allow_non_finite=(*limits.allow_non_finite, *allow_non_finite))
@@ -58,5 +68,8 @@ def planner(
 
 
 def register(app: typer.Typer) -> None:
+    from adaserve.planner.heft import cli as heft_cli
+
     app.command("planner")(planner)
     sim_cli.register(app)
+    heft_cli.register(app)

@@ -13,6 +13,7 @@ from adaserve.broker.settings import Settings
 from adaserve.planner.core import Scheduler
 from adaserve.planner.placement import parse_splits
 
+PLACEMENTS = ("static", "heft")
 SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
 
 
@@ -32,6 +33,12 @@ class PlannerConfig:
     # and bound each model's queue (requests; 0: no fixed bound).
     admission: bool = True
     max_queue: int = 0
+    # StarONNX placement (planner/heft): "static" (the pool with a free slot, --split as given) or
+    # "heft" (per batch, earliest finish from performance histories); histories seeded from a
+    # `bench gpu --json` report; pools' device kinds beyond the default (gpu* -> gpu, else cpu).
+    placement: str = "static"
+    heft_profile: str = ""
+    pool_kind: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Imported here: the policy modules pull in the schedulers, which a config need not load.
@@ -53,6 +60,13 @@ class PlannerConfig:
         if self.max_queue < 0:
             raise ConfigError(f"max_queue must be >= 0 (0: no bound), got {self.max_queue}")
         parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"unknown placement {self.placement!r}; choose one of {', '.join(PLACEMENTS)}")
+        from adaserve.planner.heft.live import parse_kinds
+
+        parse_kinds(tuple(self.pool_kind))
+        if self.heft_profile and not os.path.isfile(self.heft_profile):
+            raise ConfigError(f"heft profile {self.heft_profile!r} is not a file (a `bench gpu --json` report)")
 
     def consumer(self) -> str:
         return self.name or f"planner-{socket.gethostname()}-{os.getpid()}"

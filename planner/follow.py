@@ -81,6 +81,7 @@ class Follower:
         self._last = "0-0"
         self._known_groups: set[str] = set()
         self.unheard = _Unheard()
+        self.on_finished: Callable[[Finished], None] | None = None  # HEFT's histories learn from each
 
     def start(self) -> None:
         """Follow telemetry from now on; the workers alive now come from their registry hash."""
@@ -153,6 +154,8 @@ class Follower:
             self.unheard.tell(worker if isinstance(worker, str) else "?", body, exc)
 
     def _finished(self, ev: Finished, scheds: Mapping[str, Scheduler]) -> None:
+        if self.on_finished is not None:
+            self.on_finished(ev)
         sent = self.inflight.pop(ev.batch_id)
         if sent is not None:
             gap = max(ev.ts - ev.exec_ms - sent[1], 0.0)

@@ -31,12 +31,15 @@ from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
 from adaserve.planner.core import Decision, Pending, Scheduler
 from adaserve.planner.dispatch import build_batch, expiries
-from adaserve.planner.follow import Follower
+from adaserve.planner.follow import Finished, Follower
+from adaserve.planner.heft.heft import Choice
+from adaserve.planner.heft.live import LivePlacement, outcome_event
 from adaserve.planner.helios import Helios, HeliosParams, HeliosScheduler, Repository, load_repository, servable
 from adaserve.planner.intake import Intake
 from adaserve.planner.orloj.feed import OnlineFeedback
 from adaserve.planner.overload import for_planner
 from adaserve.planner.placement import parse_splits, place
+from adaserve.planner.pools import PoolView
 from adaserve.planner.profiles import fallback_profile
 from adaserve.planner.report import StateReport
 from adaserve.planner.state import HeldJob
@@ -75,6 +78,11 @@ class Planner:
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
         self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
         self.report = StateReport(self.consumer, settings.heartbeat_s)
+        # StarONNX's placement per batch (planner/heft), when configured
+        self.heft = (LivePlacement.build(self.config.heft_profile, tuple(self.config.pool_kind), frozenset(self._splits))
+                     if self.config.placement == "heft" else None)
+        if self.heft is not None:
+            self.follow.on_finished = self._heft_finished
 
     # -- clock -------------------------------------------------------------------------------
     def now_ms(self) -> float:
@@ -132,6 +140,8 @@ class Planner:
         """Leave the planners hash, so a health check does not wait for this entry to go stale."""
         try:
             self.r.hdel(self.keys.planners, self.consumer)
+            if self.heft is not None:
+                self.r.hdel(self.keys.placement, self.consumer)
         except redis.RedisError as exc:
             log.warning("could not announce the stop: %s", exc)
 
@@ -221,6 +231,8 @@ class Planner:
         # once per job, not per request: the entry id is parsed, and the clock read, on each call
         ms, now_s, n = e.ms, self.now_ms() / 1000.0, len(job.requests)
         arrival_s, deadline_s, floor = ms / 1000.0, (ms + job.slo.deadline_ms) / 1000.0, job.slo.min_accuracy
+        if self.heft is not None:
+            self.heft.placer.arrived(job.model, now_s, len(todo))
         for req in todo:
             sched.add(Pending(job.id, req.id, job.app, job.model, arrival_s, deadline_s,
                               job.priority, (held, req), floor=floor, job_size=n), now_s)
@@ -289,11 +301,14 @@ class Planner:
                          if len(s) and (m in pool.models or s.runs_on(pool.models))]
                 if not ready:
                     continue
-                _, model = min(ready)
+                picked = self._pick(sorted(ready, key=lambda x: (x[0] is None, x)), pool, now_ms)
+                if picked is None:  # HEFT wants these models' next batches on other pools
+                    continue
+                model, size = picked
                 started = self.report.start()
                 self.scheds[model].set_memory(pool.memory_mb)
                 decision = self.scheds[model].next_batch((now_ms + self.follow.wait_ms(pool.name, now_ms)) / 1000.0,
-                                                         self.config.max_batch)
+                                                         size)
                 self.report.decided(started)
                 self._expire(decision.expired, now_ms)
                 if decision.batch:
@@ -302,26 +317,61 @@ class Planner:
                     progress = sent = True
         return sent
 
-    def _plan(self, model: str, pool: str, decision: Decision) -> Plan:
-        serving = {v.name for v in self.pools.serving(model)}
-        return place(model, pool, decision, self._splits, serving)
+    def _pick(self, ready: list[tuple[float | None, str]], pool: PoolView, now_ms: float) -> tuple[str, int] | None:
+        """The most urgent model whose next batch may go to ``pool``, and the batch's largest size:
+        with HEFT, a model whose best plan starts on another pool waits for that pool's slot."""
+        for _, model in ready:
+            if self.heft is None or not self.heft.handles(model):
+                return model, self.config.max_batch
+            now_s = now_ms / 1000.0
+            size = self.heft.size(model, now_s, self.config.max_batch, pool, self.scheds[model].name)
+            waiting = len(self.scheds[model])
+            choice = self.heft.choose(model, min(waiting, size), waiting, self.pools.serving(model), now_s,
+                                      delays=self._delays(model, now_ms))
+            if choice is None or choice.pool == pool.name:
+                return model, size
+        return None
+
+    def _delays(self, model: str, now_ms: float) -> dict[str, float]:
+        """Each serving pool's measured seconds from dispatch to start (for HEFT's predictions)."""
+        return {v.name: self.follow.wait_ms(v.name, now_ms) / 1000.0 for v in self.pools.serving(model)}
+
+    def _plan(self, model: str, pool: str, decision: Decision, now_ms: float) -> tuple[Plan, Choice | None]:
+        serving = self.pools.serving(model)
+        if self.heft is not None and self.heft.handles(model):
+            waiting = len(self.scheds[model]) + len(decision.batch)
+            choice = self.heft.choose(model, len(decision.batch), waiting, serving, now_ms / 1000.0, first=pool,
+                                      delays=self._delays(model, now_ms))
+            if choice is not None:
+                return self.heft.plan(choice, decision), choice
+        return place(model, pool, decision, self._splits, {v.name for v in serving}), None
 
     def _send(self, model: str, pool: str, decision: Decision, now_ms: float) -> None:
         items, predicted_s = decision.batch, decision.predicted_s
         model = decision.model or model  # the concrete model a policy chose (HELIOS, for a family)
-        plan = self._plan(model, pool, decision)
+        plan, choice = self._plan(model, pool, decision, now_ms)
         batch_id, raw = build_batch(model, items, now_ms, plan)
         self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen, approximate=True)
         view = self.pools.views.get(pool)
         self.follow.inflight.add(batch_id, pool, now_ms, busy=view is not None and view.inflight > 0)
+        extra: dict[str, object] = {}
+        if self.heft is not None and choice is not None:
+            extra = dict(self.heft.dispatched(batch_id, model, choice, len(items)))
+            extra["rate_batch"] = self.heft.placer.sizes.get(model, (0.0, 0.0, self.config.max_batch))[2]
         self._event("batch.dispatched", batch_id=batch_id, pool=pool, model=model, variant=plan.variant,
-                    size=len(items), predicted_ms=predicted_s * 1000.0)
+                    size=len(items), predicted_ms=predicted_s * 1000.0, **extra)
         for p in items:
             held: HeldJob = p.payload[0]
             if not held.planned:
                 held.planned = True
                 self._event("job.planned", job_id=held.job.id, variant=plan.variant, pool=pool)
             self._left(held)
+
+    def _heft_finished(self, ev: Finished) -> None:
+        assert self.heft is not None
+        out = self.heft.finished(ev.batch_id, ev.pool, ev.model, ev.variant, ev.part, ev.size, ev.exec_ms, ev.ts)
+        if out is not None:
+            self._event("placement.finished", **outcome_event(out))
 
     def _expire(self, items: list[Pending], now_ms: float) -> None:
         if not items:
@@ -367,6 +417,13 @@ class Planner:
             raw = encode(self.report.take(self.now_ms(), self.scheds, len(self.held)))
             self._pipe.hset(self.keys.planners, self.consumer, raw)
             self._pipe.xadd(self.keys.telemetry, {b"m": raw}, maxlen=self.settings.telemetry_maxlen, approximate=True)
+            if self.heft is not None:
+                body = {"v": 1, "type": "event", "event": "placement.state", "ts": self.now_ms(), "planner": self.consumer,
+                        **self.heft.state(self.now_ms() / 1000.0)}
+                packed = encode_map(body)
+                self._pipe.hset(self.keys.placement, self.consumer, packed)
+                self._pipe.xadd(self.keys.telemetry, {b"m": packed}, maxlen=self.settings.telemetry_maxlen,
+                                approximate=True)
         t = time.time()
         if t >= self._next_clock:
             self._sync_clock()

@@ -51,8 +51,8 @@ step "StarONNX: pipeline vs native onnxruntime"
 "$PY" -m adaserve models build --only effnet-lite0 --only ee-lm-s-split || status=1
 "$PY" -m adaserve bench native --device gpu --json --batch 1,8,32 > "$out/native-gpu.json" || status=1
 "$PY" -m adaserve bench native --device gpu --wire uint8 --json --batch 1,8,32 > "$out/native-gpu-uint8.json" || status=1
-if "$PY" -m adaserve bench placement --help >/dev/null 2>&1; then
-  step "StarONNX: placement sweep, live"
-  "$PY" -m adaserve bench placement --json > "$out/placement.json" || status=1
-fi
+step "bench placement (HEFT on this host's GPU and CPU profile; docs/placement.md)"
+"$PY" -m adaserve bench placement --json --live --profile "$out/bench-gpu.json" --plot "$out/placement.png" \
+  > "$out/bench-placement.json" || status=1
+"$PY" -m pytest -q -rs -p no:cacheprovider tests/serving/test_heft.py 2>&1 | tee "$out/pytest-heft.txt" || status=1
 exit $status

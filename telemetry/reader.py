@@ -175,7 +175,7 @@ def parse_types(values: Sequence[str] | None) -> tuple[str, ...]:
 
 
 # Periodic reports (each worker's and each planner's, every second): shown only when asked for.
-HEARTBEATS = ("worker.heartbeat", "planner.state")
+HEARTBEATS = ("worker.heartbeat", "planner.state", "placement.state")
 
 
 def shown_types(types: tuple[str, ...], heartbeats: bool = False) -> tuple[str, ...]:
