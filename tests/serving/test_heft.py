@@ -85,8 +85,10 @@ def test_a_burst_moves_part2_to_the_second_pool_and_results_equal_the_whole(
     # every request: exactly one completed result, equal to the whole model's
     got = [x for j in light for x in j.results] + [x for j in burst for x in j.results]
     assert all(j.ok for j in light + burst) and len(got) == 4 + N
+    # 1e-3: part 1 hands its output on as float16 (the build's check: 1.2e-4 on held-out photos)
     for i, res in enumerate(x for j in burst for x in j.results):
-        np.testing.assert_allclose(res.outputs["probs"].to_numpy(), expected[i], atol=1e-4)
+        np.testing.assert_allclose(res.outputs["probs"].to_numpy(), expected[i], atol=1e-3)
+        assert res.outputs["probs"].to_numpy().argmax() == expected[i].argmax()
     for i, j in enumerate(light):
         np.testing.assert_allclose(j.results[0].outputs["probs"].to_numpy(), expected[i], atol=1e-4)
     split_ids = {e.batch_id for e in sent if e.placement and "->" in e.placement}
