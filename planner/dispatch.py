@@ -35,6 +35,19 @@ def build_batch(model: str, items: list[Pending], now_ms: float, plan: Plan) -> 
                             "items": out, "dispatched_ms": now_ms})
 
 
+def build_batches(model: str, items: list[Pending], now_ms: float, plan: Plan,
+                  max_bytes: int) -> list[tuple[str, bytes, list[Pending]]]:
+    """``build_batch``, halved until every message fits ``max_bytes`` (what a worker decodes):
+    a batch of 14 float32 photos is already past 8 MiB, and a worker refuses it whole. Only an
+    oversized batch pays for the halving; a lone request travels as it is (admission bounded it)."""
+    bid, raw = build_batch(model, items, now_ms, plan)
+    if len(raw) <= max_bytes or len(items) == 1:
+        return [(bid, raw, items)]
+    half = len(items) // 2
+    return (build_batches(model, items[:half], now_ms, plan, max_bytes)
+            + build_batches(model, items[half:], now_ms, plan, max_bytes))
+
+
 def expiries(items: list[Pending], now_ms: float, why: str) -> tuple[list[Ending], dict[str, list[Pending]]]:
     """``expired`` results for ``items`` and the same items grouped by job (for events)."""
     endings: list[Ending] = []

@@ -30,7 +30,7 @@ from adaserve.broker.profiles import Profile
 from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.planner.config import PlannerConfig, SchedulerFactory, default_factory
 from adaserve.planner.core import Decision, Pending, Scheduler
-from adaserve.planner.dispatch import build_batch, expiries
+from adaserve.planner.dispatch import build_batches, expiries
 from adaserve.planner.follow import Finished, Follower
 from adaserve.planner.heft.heft import Choice
 from adaserve.planner.heft.live import LivePlacement, outcome_event
@@ -350,16 +350,17 @@ class Planner:
         items, predicted_s = decision.batch, decision.predicted_s
         model = decision.model or model  # the concrete model a policy chose (HELIOS, for a family)
         plan, choice = self._plan(model, pool, decision, now_ms)
-        batch_id, raw = build_batch(model, items, now_ms, plan)
-        self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen, approximate=True)
-        view = self.pools.views.get(pool)
-        self.follow.inflight.add(batch_id, pool, now_ms, busy=view is not None and view.inflight > 0)
-        extra: dict[str, object] = {}
-        if self.heft is not None and choice is not None:
-            extra = dict(self.heft.dispatched(batch_id, model, choice, len(items)))
-            extra["rate_batch"] = self.heft.placer.sizes.get(model, (0.0, 0.0, self.config.max_batch))[2]
-        self._event("batch.dispatched", batch_id=batch_id, pool=pool, model=model, variant=plan.variant,
-                    size=len(items), predicted_ms=predicted_s * 1000.0, **extra)
+        for batch_id, raw, part in build_batches(model, items, now_ms, plan, self.limits.max_message_bytes):
+            self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen,
+                            approximate=True)
+            view = self.pools.views.get(pool)
+            self.follow.inflight.add(batch_id, pool, now_ms, busy=view is not None and view.inflight > 0)
+            extra: dict[str, object] = {}
+            if self.heft is not None and choice is not None:
+                extra = dict(self.heft.dispatched(batch_id, model, choice, len(part)))
+                extra["rate_batch"] = self.heft.placer.sizes.get(model, (0.0, 0.0, self.config.max_batch))[2]
+            self._event("batch.dispatched", batch_id=batch_id, pool=pool, model=model, variant=plan.variant,
+                        size=len(part), predicted_ms=predicted_s * 1000.0, **extra)
         for p in items:
             held: HeldJob = p.payload[0]
             if not held.planned:

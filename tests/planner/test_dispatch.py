@@ -10,7 +10,7 @@ from adaserve.broker import Tensor
 from adaserve.broker.codec import decode
 from adaserve.broker.messages import Batch, Generation, Job, Placement, Plan, Request, Slo
 from adaserve.planner.core import Pending
-from adaserve.planner.dispatch import build_batch
+from adaserve.planner.dispatch import build_batch, build_batches
 from adaserve.planner.state import HeldJob
 
 
@@ -32,3 +32,19 @@ def test_a_built_batch_is_a_valid_batch_with_the_jobs_contents() -> None:
     np.testing.assert_array_equal(a.inputs["audio"].to_numpy(), x)
     assert a.inputs["image"].shape == (1, 3) and a.generation is None
     assert b.kind == "generate" and b.generation == reqs[1].generation
+
+
+def test_a_batch_past_the_message_limit_is_cut_into_batches_that_fit_and_keep_every_request() -> None:
+    photo = np.zeros((3, 64, 64), np.float32)  # 48 KiB each
+    reqs = [Request(id=f"r{i}", inputs={"x": Tensor.from_numpy(photo + i)}) for i in range(10)]
+    job = Job(id="j", model="m", requests=reqs, slo=Slo(deadline_ms=250.0), reply_to="c")
+    held = HeldJob(job, "1-0", 1000.0, 10)
+    items = [Pending("j", r.id, "default", "m", 1.0, 1.25, payload=(held, r)) for r in reqs]
+    limit = 3 * photo.nbytes + 4096
+    out = build_batches("m", items, 1003.0, Plan(), limit)
+    assert len(out) > 1 and all(len(raw) <= limit for _, raw, _ in out)
+    assert len({bid for bid, _, _ in out}) == len(out)
+    got = [it for _, raw, _ in out for it in decode(raw, expect=Batch).items]
+    assert [it.request_id for it in got] == [f"r{i}" for i in range(10)]
+    assert [float(it.inputs["x"].to_numpy()[0, 0, 0]) for it in got] == [float(i) for i in range(10)]
+    assert build_batches("m", items, 1003.0, Plan(), 1 << 23)[0][2] == items  # fits: one batch, untouched
