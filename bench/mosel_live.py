@@ -12,6 +12,7 @@ planned effective accuracy (``job_accuracy``) against its floor, the subset of e
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -141,26 +142,98 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
     }
 
 
-def replanned(settings: Any, since_ms: float) -> int:
-    """``planner.replanned`` events on the telemetry stream since ``since_ms``."""
+def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
+    """What the telemetry stream says since ``since_ms``: ``planner.replanned`` events, and per
+    subset the batches run, their execution time and what the profile predicted for them (how
+    well the planner's latency model fits the live worker)."""
     from adaserve.broker import Keys, connect, decode
 
     r = connect(settings)
+    replans = 0
+    by: dict[str, dict[str, float]] = {}
     try:
-        n = 0
         for _, f in r.xrange(Keys(settings.namespace).telemetry, min=f"{int(since_ms)}"):
             try:
-                n += getattr(decode(f[b"m"]), "event", "") == "planner.replanned"
+                ev = decode(f[b"m"])
             except Exception:
                 continue
-        return n
+            kind = getattr(ev, "event", "")
+            replans += kind == "planner.replanned"
+            if kind == "batch.finished" and ev.variant in costs.subsets:
+                cell = by.setdefault(ev.variant, {"batches": 0, "requests": 0, "exec_ms": 0.0, "profile_ms": 0.0})
+                cell["batches"] += 1
+                cell["requests"] += ev.size
+                cell["exec_ms"] += ev.exec_ms
+                cell["profile_ms"] += costs.run_ms(costs.subsets.index(ev.variant), ev.size)
     finally:
         r.close()
+    for cell in by.values():
+        cell["exec_over_profile"] = cell["exec_ms"] / cell["profile_ms"] if cell["profile_ms"] else None
+    return {"replanned_events": replans, "batches_by_subset": by}
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of process ``pid`` so far, from ``/proc``; None where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pipeline_pids(stack: Any) -> dict[str, int]:
+    """The processes of one pipeline: its children, the server (its own ``process_id``), and this
+    one (the producer that submits jobs and reads results)."""
+    from adaserve.broker import connect
+
+    pids = {name.split("-")[0]: proc.pid for name, proc in stack.children}
+    r = connect(stack.settings)
+    try:
+        pids["server"] = int(r.info("server")["process_id"])
+    finally:
+        r.close()
+    pids["producer"] = os.getpid()
+    return pids
+
+
+def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
+    out = {}
+    for name, pid in pids.items():
+        s = time.process_time() if pid == os.getpid() else cpu_seconds(pid)
+        if s is not None:
+            out[name] = s
+    return out
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float], requests: int, span_s: float) -> dict[str, Any]:
+    """Per process: CPU ms per offered request and the share of one core it held over the run."""
+    used = {k: after[k] - before[k] for k in before if k in after}
+    return {"ms_per_request": {k: 1e3 * v / max(requests, 1) for k, v in used.items()},
+            "cores": {k: v / span_s for k, v in used.items()},
+            "total_ms_per_request": 1e3 * sum(used.values()) / max(requests, 1)}
+
+
+def ensure_matrix(settings: Any, profile: Any) -> None:
+    """Solve the strategy matrix of ``profile`` into the planner's cache before any pipeline starts.
+
+    The planner finds the profile in Redis (no file beside it), so without a cached matrix the
+    first pipeline (the first policy) solves it on its monitor thread for seconds at start-up:
+    its selection is off and the solver's CPU is taken from the worker during its runs."""
+    from adaserve.planner.mosel.store import ProfileSource, build_cached_matrix, cached_matrix
+
+    src = ProfileSource(profile, "bench", None)
+    cache = settings.data_dir / "mosel"
+    if cached_matrix(src, cache, max_size=32, step=0.01) is None:
+        build_cached_matrix(src, cache, max_size=32, step=0.01)
 
 
 def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
          tick: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every policy at every rate on a fresh pipeline per policy; ``profile`` is put into Redis."""
+    """Every policy at every rate, ``profile`` put into Redis; one pipeline per policy, all started
+    together and driven in turn (the order rotates from rate to rate), so that what else runs on
+    the machine falls on every policy alike rather than on whichever ran first."""
+    from contextlib import ExitStack
+
     from adaserve.bench.server import bench_settings
     from adaserve.broker import Keys, connect
     from adaserve.models.datasets import sample_inputs
@@ -175,35 +248,48 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
         return costs.run_ms(best, n)
 
     pool, labels = sample_inputs(cfg.model, 512, seed=cfg.seed)
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for policy in cfg.policies:
-        runs[policy] = []
-        with bench_settings() as settings:
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in cfg.policies}
+    with ExitStack() as ctx:
+        stacks: dict[str, Any] = {}
+        for policy in cfg.policies:
+            settings = ctx.enter_context(bench_settings())
+            ensure_matrix(settings, profile)
             r = connect(settings)
             r.set(Keys(settings.namespace).profile(cfg.model), profile.to_json())
             r.close()
-            stack = Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=cfg.threads,
-                          modality=policy, log_dir=log_dir / policy)
-            with stack:
-                stack.wait_ready()
-                warm = plan_jobs(LiveConfig(rates=(20.0,), seconds=1.0, seed=cfg.seed + 7), 20.0, acc_range, len(pool), gaps)
-                drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0, cfg.model)
-                for rate in cfg.rates:
-                    jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps, alone_ms)
-                    since = time.time() * 1000.0
-                    results, by_id, span = drive(stack.settings, jobs, list(pool), cfg.deadline_ms,
-                                                 f"{policy}-{rate:g}", cfg.grace_s, cfg.model)
-                    stack.check()
-                    point = figures(results, by_id, labels, span)
-                    point.update(policy=policy, offered_jobs_s=rate, replanned_events=replanned(stack.settings, since))
-                    runs[policy].append(point)
-                    if tick:
-                        tick(f"live {policy} @ {rate:g} jobs/s")
+            stacks[policy] = ctx.enter_context(Stack(settings, cpu_workers=1, gpu_worker=False,
+                                                     worker_threads=cfg.threads, modality=policy,
+                                                     log_dir=log_dir / policy))
+        pids = {}
+        for policy, stack in stacks.items():
+            stack.wait_ready()
+            warm = plan_jobs(LiveConfig(rates=(20.0,), seconds=1.0, seed=cfg.seed + 7), 20.0, acc_range, len(pool), gaps)
+            drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0, cfg.model)
+            pids[policy] = pipeline_pids(stack)
+        for k, rate in enumerate(cfg.rates):
+            jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps, alone_ms)
+            order = cfg.policies[k % len(cfg.policies):] + cfg.policies[:k % len(cfg.policies)]
+            for policy in order:
+                stack = stacks[policy]
+                since = time.time() * 1000.0
+                before = cpu_snapshot(pids[policy])
+                results, by_id, span = drive(stack.settings, jobs, list(pool), cfg.deadline_ms,
+                                             f"{policy}-{rate:g}", cfg.grace_s, cfg.model)
+                after = cpu_snapshot(pids[policy])
+                stack.check()
+                point = figures(results, by_id, labels, span)
+                point.update(policy=policy, offered_jobs_s=rate, span_s=span,
+                             cpu=cpu_used(before, after, sum(j.size for j in jobs), span),
+                             **telemetry(stack.settings, since, costs))
+                runs[policy].append(point)
+                if tick:
+                    tick(f"live {policy} @ {rate:g} jobs/s")
     return {"config": {"model": cfg.model, "rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
                        "deadline_rule": f"max({cfg.deadline_ms:g} ms, {cfg.spec.slo_mult:g}x all-modality latency)",
                        "size_mean": cfg.spec.size_mean, "size_std": cfg.spec.size_std, "max_size": cfg.spec.max_size,
                        "floors": list(acc_range), "cpu_workers": 1, "worker_threads": cfg.threads,
-                       "arrivals": "Azure conversation trace replayed, scaled to each rate"},
+                       "arrivals": "Azure conversation trace replayed, scaled to each rate",
+                       "order": "pipelines up together, driven in turn, order rotating by rate"},
             "runs": runs,
             "floor_violations": sum(p["floor_violations"] for pts in runs.values() for p in pts)}
 
