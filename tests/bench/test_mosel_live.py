@@ -1,13 +1,36 @@
-"""The live MOSEL bench's pure parts: the job mix and the figures from results."""
+"""The live MOSEL bench's parts: the job mix, the figures from results, CPU accounting, what the
+telemetry says about batch times, and the matrix solved into the planner's cache."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import time
 
 import numpy as np
+import pytest
+import redis
 
-from adaserve.bench.mosel_live import LiveConfig, LiveJob, figures, plan_jobs, spread
+from adaserve.bench.mosel_live import (
+    LiveConfig,
+    LiveJob,
+    cpu_seconds,
+    cpu_used,
+    ensure_matrix,
+    figures,
+    plan_jobs,
+    spread,
+    telemetry,
+)
+from adaserve.broker import Keys, Settings
+from adaserve.broker.codec import encode
+from adaserve.broker.events import BatchFinished, PlannerReplanned
 from adaserve.broker.messages import Plan, Result, Timings
+from adaserve.broker.profiles import Profile
+from adaserve.broker.streams import publish
+from adaserve.planner.mosel.costs import SubsetCosts
+from adaserve.planner.mosel.matrix import StrategyMatrix, matrix_path
+from adaserve.planner.mosel.store import SHIPPED_DIR, ProfileSource, cached_matrix
 from adaserve.producers.results import JobResult
 
 
@@ -65,3 +88,52 @@ def test_spread_gathers_each_point_over_repeats() -> None:
     assert got["none"]["20"] == {"slo_violation_ratio": [0.1, 0.3], "throughput_jobs_s": [1.0, 3.0],
                                  "jct_p50_ms": [5.0]}
     assert got["none"]["40"]["slo_violation_ratio"] == [0.5, 0.6]
+
+
+def test_cpu_seconds_read_a_process_and_none_for_a_gone_one() -> None:
+    me = cpu_seconds(os.getpid())
+    assert me is not None and me > 0
+    t = time.process_time()
+    while time.process_time() - t < 0.05:
+        pass
+    assert (cpu_seconds(os.getpid()) or 0.0) > me
+    assert cpu_seconds(2**22 + 12345) is None  # above Linux's pid_max: never a process
+
+
+def test_cpu_used_per_request_and_cores() -> None:
+    got = cpu_used({"worker": 1.0, "planner": 2.0, "gone": 0.0}, {"worker": 3.0, "planner": 2.5}, 1000, 4.0)
+    assert got["ms_per_request"] == {"worker": 2.0, "planner": 0.5}
+    assert got["cores"] == {"worker": 0.5, "planner": 0.125}
+    assert got["total_ms_per_request"] == 2.5
+
+
+def test_telemetry_sets_live_batch_times_against_the_profile(settings: Settings, r: redis.Redis[bytes]) -> None:
+    costs = SubsetCosts.from_profile(Profile.from_json((SHIPPED_DIR / "av-video.json").read_bytes()))
+    stream = Keys(settings.namespace).telemetry
+    since = time.time() * 1000.0 - 1000.0
+    for variant, size, ms in (("audio+video", 16, 30.0), ("audio+video", 8, 10.0), ("audio", 16, 1.0)):
+        publish(r, stream, encode(BatchFinished(ts=since, batch_id="b", pool="cpu", worker="w", model="av-video",
+                                                variant=variant, size=size, exec_ms=ms, items=[])))
+    publish(r, stream, encode(PlannerReplanned(ts=since, job_id="j", model="av-video", before="audio:1",
+                                               after="expired", reason="expire")))
+    got = telemetry(settings, since, costs)
+    assert got["replanned_events"] == 1
+    av = got["batches_by_subset"]["audio+video"]
+    assert av["batches"] == 2 and av["requests"] == 24 and av["exec_ms"] == 40.0
+    profiled = costs.run_ms(costs.subsets.index("audio+video"), 16) + costs.run_ms(costs.subsets.index("audio+video"), 8)
+    assert av["exec_over_profile"] == pytest.approx(40.0 / profiled)
+    assert got["batches_by_subset"]["audio"]["requests"] == 16
+
+
+@pytest.mark.slow
+def test_the_matrix_is_solved_into_the_planners_cache_once(settings: Settings) -> None:
+    profile = Profile.from_json((SHIPPED_DIR / "av-video.json").read_bytes())
+    src = ProfileSource(profile, "test", None)
+    cache = settings.data_dir / "mosel"
+    assert cached_matrix(src, cache, max_size=32, step=0.01) is None
+    ensure_matrix(settings, profile)
+    m = cached_matrix(src, cache, max_size=32, step=0.01)
+    assert m is not None and m.entries == StrategyMatrix.load(matrix_path(SHIPPED_DIR / "av-video.json")).entries
+    stamp = {p: p.stat().st_mtime_ns for p in cache.iterdir()}
+    ensure_matrix(settings, profile)  # found: not solved again
+    assert {p: p.stat().st_mtime_ns for p in cache.iterdir()} == stamp
