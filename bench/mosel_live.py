@@ -92,8 +92,14 @@ def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]],
             if batch:
                 client.submit_many(batch)
                 sent = due
-            wait = offsets[sent] - (time.monotonic() - t0) if sent < len(jobs) else 0.0
-            got.extend(client.poll(max(0.0, min(wait, 0.05))))
+            wait = max(0.0, min(offsets[sent] - (time.monotonic() - t0) if sent < len(jobs) else 0.0, 0.05))
+            if client.outstanding:
+                got.extend(client.poll(wait))
+            else:
+                # ``poll`` returns at once when no job is outstanding: waiting in it for the next
+                # arrival spun this process at a quarter of a core whenever the pipeline kept up,
+                # CPU the worker lost on a 2-core machine, most under the policies that keep up best.
+                time.sleep(wait)
         end = time.monotonic() + grace_s
         while client.outstanding and time.monotonic() < end:
             got.extend(client.poll(0.1))
