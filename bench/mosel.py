@@ -223,7 +223,7 @@ def register(bench_app: typer.Typer) -> None:
 
 def _live(model: str, profile: Any, gaps: Any, out_dir: Path, seed: int, quick: bool, rates: str, seconds: float,
           deadline_ms: float, policies: str, spec: Any, tick: Any, repeats: int = 1) -> dict[str, Any]:
-    from adaserve.bench.mosel_live import LiveConfig, live, spread
+    from adaserve.bench.mosel_live import LiveConfig, live, paired, spread
     from adaserve.planner.mosel.selector import MODALITY_POLICIES
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
@@ -240,6 +240,7 @@ def _live(model: str, profile: Any, gaps: Any, out_dir: Path, seed: int, quick: 
                      model=model)
     reps = [live(cfg, profile, gaps, out_dir / "mosel-live-logs" / str(k), tick) for k in range(repeats)]
     return {**reps[0], "repeats": [r["runs"] for r in reps], "spread": spread([r["runs"] for r in reps]),
+            "vs_none": paired([r["runs"] for r in reps]),
             "floor_violations": sum(r["floor_violations"] for r in reps)}
 
 

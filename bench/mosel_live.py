@@ -12,6 +12,7 @@ planned effective accuracy (``job_accuracy``) against its floor, the subset of e
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import Counter
@@ -317,4 +318,39 @@ def spread(repeats: list[dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str
         for cell in cells.values():
             for xs in cell.values():
                 xs.sort()
+    return out
+
+
+def paired(repeats: list[dict[str, list[dict[str, Any]]]], baseline: str = "none") -> dict[str, dict[str, Any]]:
+    """Each policy against ``baseline`` cell by cell (same repeat, same offered rate: the same jobs,
+    run back to back): in how many cells it had fewer SLO violations and more throughput, and the
+    median differences. On a shared machine the absolute figures drift with what else runs; the
+    difference within a cell drifts far less, and ``sign_test_p`` is the chance of being ahead in
+    at least as many cells if the two policies were alike (a one-sided sign test)."""
+    out: dict[str, dict[str, Any]] = {}
+    for runs in repeats:
+        base = {p["offered_jobs_s"]: p for p in runs.get(baseline, [])}
+        for policy, points in runs.items():
+            if policy == baseline:
+                continue
+            for p in points:
+                b = base.get(p["offered_jobs_s"])
+                if b is None:
+                    continue
+                cell = out.setdefault(policy, {"cells": 0, "fewer_violations": 0, "more_throughput": 0,
+                                               "violation_diffs": [], "throughput_ratios": []})
+                dv = float(p["slo_violation_ratio"]) - float(b["slo_violation_ratio"])
+                cell["cells"] += 1
+                cell["fewer_violations"] += dv < 0
+                cell["more_throughput"] += p["throughput_jobs_s"] > b["throughput_jobs_s"]
+                cell["violation_diffs"].append(dv)
+                if b["throughput_jobs_s"] > 0:
+                    cell["throughput_ratios"].append(float(p["throughput_jobs_s"]) / float(b["throughput_jobs_s"]))
+    for cell in out.values():
+        cell["violation_diffs"].sort()
+        cell["throughput_ratios"].sort()
+        cell["median_violation_diff"] = float(np.median(cell["violation_diffs"])) if cell["violation_diffs"] else None
+        cell["median_throughput_ratio"] = float(np.median(cell["throughput_ratios"])) if cell["throughput_ratios"] else None
+        n, k = cell["cells"], cell["fewer_violations"]
+        cell["sign_test_p"] = sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n
     return out

@@ -18,6 +18,7 @@ from adaserve.bench.mosel_live import (
     cpu_used,
     ensure_matrix,
     figures,
+    paired,
     plan_jobs,
     spread,
     telemetry,
@@ -137,3 +138,21 @@ def test_the_matrix_is_solved_into_the_planners_cache_once(settings: Settings) -
     stamp = {p: p.stat().st_mtime_ns for p in cache.iterdir()}
     ensure_matrix(settings, profile)  # found: not solved again
     assert {p: p.stat().st_mtime_ns for p in cache.iterdir()} == stamp
+
+
+def test_paired_counts_cells_ahead_of_the_baseline_and_the_sign_test() -> None:
+    def point(rate: float, v: float, thr: float) -> dict[str, object]:
+        return {"offered_jobs_s": rate, "slo_violation_ratio": v, "throughput_jobs_s": thr}
+
+    reps = [{"none": [point(20, 0.5, 10.0), point(40, 0.8, 8.0)], "aggressive": [point(20, 0.2, 15.0), point(40, 0.6, 8.0)],
+             "optimized": [point(20, 0.6, 9.0), point(40, 0.7, 9.0)]},
+            {"none": [point(20, 0.4, 10.0), point(40, 0.9, 4.0)], "aggressive": [point(20, 0.3, 12.0), point(40, 0.5, 6.0)],
+             "optimized": [point(20, 0.3, 11.0)]}]
+    got = paired(reps)  # type: ignore[arg-type]
+    assert set(got) == {"aggressive", "optimized"}
+    a = got["aggressive"]
+    assert a["cells"] == 4 and a["fewer_violations"] == 4 and a["more_throughput"] == 3
+    assert a["sign_test_p"] == 1 / 16 and a["median_violation_diff"] == pytest.approx(-0.25)
+    assert a["throughput_ratios"] == [1.0, 1.2, 1.5, 1.5]
+    o = got["optimized"]  # its second repeat lacks the 40 jobs/s point: three cells
+    assert o["cells"] == 3 and o["fewer_violations"] == 2 and o["sign_test_p"] == 0.5
