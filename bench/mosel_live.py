@@ -131,6 +131,10 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
         correct, predicted = correct + hits, predicted + len(done)
         below_measured += hits / len(done) < job.floor
     jct = [r.latency_ms for r in results if r.completed]
+    # From submission until the planner dispatched the job's first request: the time a job spent
+    # in the planner (admission, the monitor's gate, the queue), of the jobs that were dispatched.
+    waits = [min(d) for d in ([q.timings.dispatched_ms - q.timings.submitted_ms for q in r.results
+                               if q.timings.dispatched_ms is not None] for r in results) if d]
     def pct(xs, q):
         return (float(np.percentile(xs, q)) if xs else None)
     return {
@@ -139,6 +143,7 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
         "throughput_jobs_s": len(met) / span_s, "throughput_requests_s": sum(len(r.results) for r in met) / span_s,
         "statuses": dict(sum((Counter(r.counts) for r in results), Counter())),
         "jct_ms": {f"p{q}": pct(jct, q) for q in (50, 95, 99)},
+        "dispatch_wait_ms": {f"p{q}": pct(waits, q) for q in (50, 95)},
         "accuracy": {**{f"p{q}": pct(acc, q) for q in (5, 25, 50, 75, 95)},
                      "mean": float(np.mean(acc)) if acc else None, "min": min(acc) if acc else None},
         "floor_violations": int(floor_violations),

@@ -54,10 +54,12 @@ def test_deadlines_follow_the_all_modality_latency_above_the_least_deadline() ->
     assert all(j.deadline_ms == 0.0 for j in plan_jobs(cfg, 50.0, (0.7, 0.97), 512, None))
 
 
-def _result(jid: str, k: int, variant: str, acc: float | None, pred: int, total_ms: float) -> Result:
+def _result(jid: str, k: int, variant: str, acc: float | None, pred: int, total_ms: float,
+            dispatched_ms: float | None = None) -> Result:
     return Result(job_id=jid, request_id=str(k), status="completed", prediction=pred, job_accuracy=acc,
                   plan=Plan(variant=variant, modalities=tuple(variant.split("+"))),
-                  timings=Timings(submitted_ms=0.0, finished_ms=total_ms, total_ms=total_ms))
+                  timings=Timings(submitted_ms=0.0, dispatched_ms=dispatched_ms, finished_ms=total_ms,
+                                  total_ms=total_ms))
 
 
 def _job(jid: str, results: list[Result]) -> JobResult:
@@ -68,7 +70,7 @@ def test_figures_count_floor_violations_subsets_and_measured_accuracy() -> None:
     labels = np.array([1, 2, 3, 4])
     by_id = {"ok": LiveJob(0.0, 2, 0.8, (0, 1)), "low": LiveJob(0.0, 2, 0.9, (2, 3))}
     results = [
-        _job("ok", [_result("ok", 0, "audio+image", 0.85, 1, 10.0), _result("ok", 1, "image", 0.85, 2, 12.0)]),
+        _job("ok", [_result("ok", 0, "audio+image", 0.85, 1, 10.0, 4.0), _result("ok", 1, "image", 0.85, 2, 12.0, 3.0)]),
         _job("low", [_result("low", 0, "image", 0.67, 0, 150.0), _result("low", 1, "image", 0.67, 4, 150.0)]),
     ]
     f = figures(results, by_id, labels, span_s=2.0)
@@ -76,6 +78,7 @@ def test_figures_count_floor_violations_subsets_and_measured_accuracy() -> None:
     assert f["requests_by_subset"] == {"audio+image": 1, "image": 3}
     assert f["measured_accuracy"] == 0.75 and f["jobs_measured_below_floor"] == 1
     assert f["throughput_jobs_s"] == 0.5 and f["accuracy"]["min"] == 0.67
+    assert f["dispatch_wait_ms"] == {"p50": 3.0, "p95": 3.0}  # "low" was never dispatched
 
 
 def test_spread_gathers_each_point_over_repeats() -> None:
