@@ -108,6 +108,20 @@ def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]],
     return got, by_id, span
 
 
+def end_state(res: Any) -> str:
+    """How a job ended: ``met`` its deadline, ``late`` (every request completed, after it),
+    ``expired`` (the planner ended requests that could not finish in time), ``refused``
+    (admission control: ``overloaded``), or ``other`` (any other reason a request did not complete)."""
+    if res.deadline_met:
+        return "met"
+    if res.ok:
+        return "late"
+    why = " ".join(res.reasons)
+    if why.startswith("overloaded") or " overloaded" in why:
+        return "refused"
+    return "expired" if "deadline" in why else "other"
+
+
 def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, span_s: float) -> dict[str, Any]:
     """SLO violations, throughput, completion times, accuracy (planned and measured), subsets."""
     n = len(by_id)
@@ -131,6 +145,8 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
         correct, predicted = correct + hits, predicted + len(done)
         below_measured += hits / len(done) < job.floor
     jct = [r.latency_ms for r in results if r.completed]
+    ends = Counter(end_state(r) for r in results)
+    ends["no_result"] = n - len(results)
     # From submission until the planner dispatched the job's first request: the time a job spent
     # in the planner (admission, the monitor's gate, the queue), of the jobs that were dispatched.
     waits = [min(d) for d in ([q.timings.dispatched_ms - q.timings.submitted_ms for q in r.results
@@ -144,6 +160,7 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
         "statuses": dict(sum((Counter(r.counts) for r in results), Counter())),
         "jct_ms": {f"p{q}": pct(jct, q) for q in (50, 95, 99)},
         "dispatch_wait_ms": {f"p{q}": pct(waits, q) for q in (50, 95)},
+        "end_states": dict(ends),
         "accuracy": {**{f"p{q}": pct(acc, q) for q in (5, 25, 50, 75, 95)},
                      "mean": float(np.mean(acc)) if acc else None, "min": min(acc) if acc else None},
         "floor_violations": int(floor_violations),

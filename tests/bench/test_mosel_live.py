@@ -16,6 +16,7 @@ from adaserve.bench.mosel_live import (
     LiveJob,
     cpu_seconds,
     cpu_used,
+    end_state,
     ensure_matrix,
     figures,
     paired,
@@ -79,6 +80,22 @@ def test_figures_count_floor_violations_subsets_and_measured_accuracy() -> None:
     assert f["measured_accuracy"] == 0.75 and f["jobs_measured_below_floor"] == 1
     assert f["throughput_jobs_s"] == 0.5 and f["accuracy"]["min"] == 0.67
     assert f["dispatch_wait_ms"] == {"p50": 3.0, "p95": 3.0}  # "low" was never dispatched
+    assert f["end_states"] == {"met": 1, "late": 1, "no_result": 0}
+
+
+def _ended(jid: str, reasons: list[str]) -> JobResult:
+    return _job(jid, [Result(job_id=jid, request_id=str(k), status="expired" if "deadline" in why else "rejected",
+                             reason=why, timings=Timings(submitted_ms=0.0, finished_ms=1.0, total_ms=1.0))
+                      for k, why in enumerate(reasons)])
+
+
+def test_end_states_tell_expiry_from_refusal() -> None:
+    assert end_state(_ended("a", ["deadline: cannot finish in time"])) == "expired"
+    assert end_state(_ended("b", ["overloaded: 130 requests queued"])) == "refused"
+    assert end_state(_ended("c", ["accuracy_floor: no mix"])) == "other"
+    by_id = {k: LiveJob(0.0, 1, 0.8, (0,)) for k in "abcd"}
+    f = figures([_ended("a", ["deadline: x"]), _ended("b", ["overloaded: y"])], by_id, np.array([0]), 1.0)
+    assert f["end_states"] == {"expired": 1, "refused": 1, "no_result": 2}
 
 
 def test_spread_gathers_each_point_over_repeats() -> None:
