@@ -176,6 +176,7 @@ def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
     subset the batches run, their execution time and what the profile predicted for them (how
     well the planner's latency model fits the live worker)."""
     from adaserve.broker import Keys, connect, decode
+    from adaserve.broker.events import BatchFinished, PlannerReplanned
 
     r = connect(settings)
     replans = 0
@@ -186,9 +187,8 @@ def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
                 ev = decode(f[b"m"])
             except Exception:
                 continue
-            kind = getattr(ev, "event", "")
-            replans += kind == "planner.replanned"
-            if kind == "batch.finished" and ev.variant in costs.subsets:
+            replans += isinstance(ev, PlannerReplanned)
+            if isinstance(ev, BatchFinished) and ev.variant in costs.subsets:
                 cell = by.setdefault(ev.variant, {"batches": 0, "requests": 0, "exec_ms": 0.0, "profile_ms": 0.0})
                 cell["batches"] += 1
                 cell["requests"] += ev.size
@@ -196,9 +196,9 @@ def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
                 cell["profile_ms"] += costs.run_ms(costs.subsets.index(ev.variant), ev.size)
     finally:
         r.close()
-    for cell in by.values():
-        cell["exec_over_profile"] = cell["exec_ms"] / cell["profile_ms"] if cell["profile_ms"] else None
-    return {"replanned_events": replans, "batches_by_subset": by}
+    ratios = {v: c["exec_ms"] / c["profile_ms"] if c["profile_ms"] else None for v, c in by.items()}
+    out: dict[str, dict[str, Any]] = {v: {**c, "exec_over_profile": ratios[v]} for v, c in by.items()}
+    return {"replanned_events": replans, "batches_by_subset": out}
 
 
 def cpu_seconds(pid: int) -> float | None:
