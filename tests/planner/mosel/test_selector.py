@@ -168,3 +168,20 @@ def test_a_job_listed_twice_is_planned_once(matrix: StrategyMatrix) -> None:
     assert len({ch.job_id for ch in changes}) == len(changes)
     assert len(sel) == 3
     _check_plan(sel, [a, b, c], 0.0)
+
+
+def test_optimized_solves_once_per_pass_and_meets_every_deadline(matrix: StrategyMatrix) -> None:
+    """However many jobs would miss, a pass is one solve over the whole queue (the monitor's time
+    is time new jobs wait at the gate), and its plan misses no deadline and no floor."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    for case in range(40):
+        jobs = random_queue(matrix, rng, 0.0)
+        sel = ModalitySelector(matrix, "optimized", seed=case, solve_budget_s=5.0)
+        for j in jobs:
+            sel.admit(j)
+        sel.replan(QueueState(jobs, 0.0), 0.0, admit_new=False)
+        assert sel.stats.solves <= 1 and sel.stats.fallbacks == 0
+        checked += sel.stats.solves
+        _check_plan(sel, jobs, 0.0)
+    assert checked > 10
