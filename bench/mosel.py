@@ -109,6 +109,7 @@ def mosel(
     from rich.console import Console
     from rich.progress import Progress
 
+    from adaserve.bench.mosel_solve import compare
     from adaserve.broker.settings import load_settings
     from adaserve.planner.mosel.experiment import SweepConfig, max_load, robustness, sweep
     from adaserve.planner.mosel.plot import plot_fig5
@@ -175,6 +176,11 @@ def mosel(
                             "optimized; `robustness` lets execution feedback correct it, "
                             "`robustness_no_feedback` does not (the profile alone, as in Fig. 8)"),
         "live": live_report,
+        "online_solver": compare(matrix, sizes=(4, 16) if quick else (4, 8, 16, 32), repeats=3 if quick else 7,
+                                 seed=seed, spec=spec),
+        "online_solver_note": ("optimized's per-pass program on queues of the workload's jobs: the exact "
+                               "dynamic program the planner runs, against CBC (a process per solve, "
+                               "what the pass used before) and HiGHS (in process); wall ms, sorted"),
     }
     _headline(report)
     if live_report:
@@ -205,6 +211,9 @@ def _print(console: Any, report: dict[str, Any]) -> None:
                   if ratio else "no ratio: a policy never stayed within the target")
     if report.get("target_note"):
         console.print(report["target_note"])
+    for n, q in report["online_solver"]["queues"].items():
+        console.print(f"optimized's pass, {n} queued jobs: dp {q['dp_p50_ms']:.2f} ms, highs {q['highs_p50_ms']:.1f} ms, "
+                      f"cbc {q['cbc_p50_ms']:.1f} ms (medians)")
 
 
 def register(bench_app: typer.Typer) -> None:
@@ -214,7 +223,7 @@ def register(bench_app: typer.Typer) -> None:
 
 def _live(model: str, profile: Any, gaps: Any, out_dir: Path, seed: int, quick: bool, rates: str, seconds: float,
           deadline_ms: float, policies: str, spec: Any, tick: Any, repeats: int = 1) -> dict[str, Any]:
-    from adaserve.bench.mosel_live import LiveConfig, live, spread
+    from adaserve.bench.mosel_live import LiveConfig, live, paired, spread
     from adaserve.planner.mosel.selector import MODALITY_POLICIES
 
     names = tuple(p.strip() for p in policies.split(",") if p.strip())
@@ -231,6 +240,7 @@ def _live(model: str, profile: Any, gaps: Any, out_dir: Path, seed: int, quick: 
                      model=model)
     reps = [live(cfg, profile, gaps, out_dir / "mosel-live-logs" / str(k), tick) for k in range(repeats)]
     return {**reps[0], "repeats": [r["runs"] for r in reps], "spread": spread([r["runs"] for r in reps]),
+            "vs_none": paired([r["runs"] for r in reps]),
             "floor_violations": sum(r["floor_violations"] for r in reps)}
 
 

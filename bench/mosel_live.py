@@ -12,6 +12,8 @@ planned effective accuracy (``job_accuracy``) against its floor, the subset of e
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -91,13 +93,33 @@ def drive(settings: Any, jobs: list[LiveJob], pool: list[dict[str, np.ndarray]],
             if batch:
                 client.submit_many(batch)
                 sent = due
-            wait = offsets[sent] - (time.monotonic() - t0) if sent < len(jobs) else 0.0
-            got.extend(client.poll(max(0.0, min(wait, 0.05))))
+            wait = max(0.0, min(offsets[sent] - (time.monotonic() - t0) if sent < len(jobs) else 0.0, 0.05))
+            if client.outstanding:
+                got.extend(client.poll(wait))
+            else:
+                # ``poll`` returns at once when no job is outstanding: waiting in it for the next
+                # arrival spun this process at a quarter of a core whenever the pipeline kept up,
+                # CPU the worker lost on a 2-core machine, most under the policies that keep up best.
+                time.sleep(wait)
         end = time.monotonic() + grace_s
         while client.outstanding and time.monotonic() < end:
             got.extend(client.poll(0.1))
         span = time.monotonic() - t0
     return got, by_id, span
+
+
+def end_state(res: Any) -> str:
+    """How a job ended: ``met`` its deadline, ``late`` (every request completed, after it),
+    ``expired`` (the planner ended requests that could not finish in time), ``refused``
+    (admission control: ``overloaded``), or ``other`` (any other reason a request did not complete)."""
+    if res.deadline_met:
+        return "met"
+    if res.ok:
+        return "late"
+    why = " ".join(res.reasons)
+    if why.startswith("overloaded") or " overloaded" in why:
+        return "refused"
+    return "expired" if "deadline" in why else "other"
 
 
 def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, span_s: float) -> dict[str, Any]:
@@ -123,6 +145,12 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
         correct, predicted = correct + hits, predicted + len(done)
         below_measured += hits / len(done) < job.floor
     jct = [r.latency_ms for r in results if r.completed]
+    ends = Counter(end_state(r) for r in results)
+    ends["no_result"] = n - len(results)
+    # From submission until the planner dispatched the job's first request: the time a job spent
+    # in the planner (admission, the monitor's gate, the queue), of the jobs that were dispatched.
+    waits = [min(d) for d in ([q.timings.dispatched_ms - q.timings.submitted_ms for q in r.results
+                               if q.timings.dispatched_ms is not None] for r in results) if d]
     def pct(xs, q):
         return (float(np.percentile(xs, q)) if xs else None)
     return {
@@ -131,6 +159,8 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
         "throughput_jobs_s": len(met) / span_s, "throughput_requests_s": sum(len(r.results) for r in met) / span_s,
         "statuses": dict(sum((Counter(r.counts) for r in results), Counter())),
         "jct_ms": {f"p{q}": pct(jct, q) for q in (50, 95, 99)},
+        "dispatch_wait_ms": {f"p{q}": pct(waits, q) for q in (50, 95)},
+        "end_states": dict(ends),
         "accuracy": {**{f"p{q}": pct(acc, q) for q in (5, 25, 50, 75, 95)},
                      "mean": float(np.mean(acc)) if acc else None, "min": min(acc) if acc else None},
         "floor_violations": int(floor_violations),
@@ -141,26 +171,98 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
     }
 
 
-def replanned(settings: Any, since_ms: float) -> int:
-    """``planner.replanned`` events on the telemetry stream since ``since_ms``."""
+def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
+    """What the telemetry stream says since ``since_ms``: ``planner.replanned`` events, and per
+    subset the batches run, their execution time and what the profile predicted for them (how
+    well the planner's latency model fits the live worker)."""
     from adaserve.broker import Keys, connect, decode
+    from adaserve.broker.events import BatchFinished, PlannerReplanned
 
     r = connect(settings)
+    replans = 0
+    by: dict[str, dict[str, float]] = {}
     try:
-        n = 0
         for _, f in r.xrange(Keys(settings.namespace).telemetry, min=f"{int(since_ms)}"):
             try:
-                n += getattr(decode(f[b"m"]), "event", "") == "planner.replanned"
+                ev = decode(f[b"m"])
             except Exception:
                 continue
-        return n
+            replans += isinstance(ev, PlannerReplanned)
+            if isinstance(ev, BatchFinished) and ev.variant in costs.subsets:
+                cell = by.setdefault(ev.variant, {"batches": 0, "requests": 0, "exec_ms": 0.0, "profile_ms": 0.0})
+                cell["batches"] += 1
+                cell["requests"] += ev.size
+                cell["exec_ms"] += ev.exec_ms
+                cell["profile_ms"] += costs.run_ms(costs.subsets.index(ev.variant), ev.size)
     finally:
         r.close()
+    ratios = {v: c["exec_ms"] / c["profile_ms"] if c["profile_ms"] else None for v, c in by.items()}
+    out: dict[str, dict[str, Any]] = {v: {**c, "exec_over_profile": ratios[v]} for v, c in by.items()}
+    return {"replanned_events": replans, "batches_by_subset": out}
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of process ``pid`` so far, from ``/proc``; None where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pipeline_pids(stack: Any) -> dict[str, int]:
+    """The processes of one pipeline: its children, the server (its own ``process_id``), and this
+    one (the producer that submits jobs and reads results)."""
+    from adaserve.broker import connect
+
+    pids = {name.split("-")[0]: proc.pid for name, proc in stack.children}
+    r = connect(stack.settings)
+    try:
+        pids["server"] = int(r.info("server")["process_id"])
+    finally:
+        r.close()
+    pids["producer"] = os.getpid()
+    return pids
+
+
+def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
+    out = {}
+    for name, pid in pids.items():
+        s = time.process_time() if pid == os.getpid() else cpu_seconds(pid)
+        if s is not None:
+            out[name] = s
+    return out
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float], requests: int, span_s: float) -> dict[str, Any]:
+    """Per process: CPU ms per offered request and the share of one core it held over the run."""
+    used = {k: after[k] - before[k] for k in before if k in after}
+    return {"ms_per_request": {k: 1e3 * v / max(requests, 1) for k, v in used.items()},
+            "cores": {k: v / span_s for k, v in used.items()},
+            "total_ms_per_request": 1e3 * sum(used.values()) / max(requests, 1)}
+
+
+def ensure_matrix(settings: Any, profile: Any) -> None:
+    """Solve the strategy matrix of ``profile`` into the planner's cache before any pipeline starts.
+
+    The planner finds the profile in Redis (no file beside it), so without a cached matrix the
+    first pipeline (the first policy) solves it on its monitor thread for seconds at start-up:
+    its selection is off and the solver's CPU is taken from the worker during its runs."""
+    from adaserve.planner.mosel.store import ProfileSource, build_cached_matrix, cached_matrix
+
+    src = ProfileSource(profile, "bench", None)
+    cache = settings.data_dir / "mosel"
+    if cached_matrix(src, cache, max_size=32, step=0.01) is None:
+        build_cached_matrix(src, cache, max_size=32, step=0.01)
 
 
 def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
          tick: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every policy at every rate on a fresh pipeline per policy; ``profile`` is put into Redis."""
+    """Every policy at every rate, ``profile`` put into Redis; one pipeline per policy, all started
+    together and driven in turn (the order rotates from rate to rate), so that what else runs on
+    the machine falls on every policy alike rather than on whichever ran first."""
+    from contextlib import ExitStack
+
     from adaserve.bench.server import bench_settings
     from adaserve.broker import Keys, connect
     from adaserve.models.datasets import sample_inputs
@@ -175,35 +277,48 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
         return costs.run_ms(best, n)
 
     pool, labels = sample_inputs(cfg.model, 512, seed=cfg.seed)
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for policy in cfg.policies:
-        runs[policy] = []
-        with bench_settings() as settings:
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in cfg.policies}
+    with ExitStack() as ctx:
+        stacks: dict[str, Any] = {}
+        for policy in cfg.policies:
+            settings = ctx.enter_context(bench_settings())
+            ensure_matrix(settings, profile)
             r = connect(settings)
             r.set(Keys(settings.namespace).profile(cfg.model), profile.to_json())
             r.close()
-            stack = Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=cfg.threads,
-                          modality=policy, log_dir=log_dir / policy)
-            with stack:
-                stack.wait_ready()
-                warm = plan_jobs(LiveConfig(rates=(20.0,), seconds=1.0, seed=cfg.seed + 7), 20.0, acc_range, len(pool), gaps)
-                drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0, cfg.model)
-                for rate in cfg.rates:
-                    jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps, alone_ms)
-                    since = time.time() * 1000.0
-                    results, by_id, span = drive(stack.settings, jobs, list(pool), cfg.deadline_ms,
-                                                 f"{policy}-{rate:g}", cfg.grace_s, cfg.model)
-                    stack.check()
-                    point = figures(results, by_id, labels, span)
-                    point.update(policy=policy, offered_jobs_s=rate, replanned_events=replanned(stack.settings, since))
-                    runs[policy].append(point)
-                    if tick:
-                        tick(f"live {policy} @ {rate:g} jobs/s")
+            stacks[policy] = ctx.enter_context(Stack(settings, cpu_workers=1, gpu_worker=False,
+                                                     worker_threads=cfg.threads, modality=policy,
+                                                     log_dir=log_dir / policy))
+        pids = {}
+        for policy, stack in stacks.items():
+            stack.wait_ready()
+            warm = plan_jobs(LiveConfig(rates=(20.0,), seconds=1.0, seed=cfg.seed + 7), 20.0, acc_range, len(pool), gaps)
+            drive(stack.settings, warm, list(pool), 1000.0, "warm", 5.0, cfg.model)
+            pids[policy] = pipeline_pids(stack)
+        for k, rate in enumerate(cfg.rates):
+            jobs = plan_jobs(cfg, rate, acc_range, len(pool), gaps, alone_ms)
+            order = cfg.policies[k % len(cfg.policies):] + cfg.policies[:k % len(cfg.policies)]
+            for policy in order:
+                stack = stacks[policy]
+                since = time.time() * 1000.0
+                before = cpu_snapshot(pids[policy])
+                results, by_id, span = drive(stack.settings, jobs, list(pool), cfg.deadline_ms,
+                                             f"{policy}-{rate:g}", cfg.grace_s, cfg.model)
+                after = cpu_snapshot(pids[policy])
+                stack.check()
+                point = figures(results, by_id, labels, span)
+                point.update(policy=policy, offered_jobs_s=rate, span_s=span,
+                             cpu=cpu_used(before, after, sum(j.size for j in jobs), span),
+                             **telemetry(stack.settings, since, costs))
+                runs[policy].append(point)
+                if tick:
+                    tick(f"live {policy} @ {rate:g} jobs/s")
     return {"config": {"model": cfg.model, "rates": list(cfg.rates), "seconds": cfg.seconds, "deadline_ms": cfg.deadline_ms,
                        "deadline_rule": f"max({cfg.deadline_ms:g} ms, {cfg.spec.slo_mult:g}x all-modality latency)",
                        "size_mean": cfg.spec.size_mean, "size_std": cfg.spec.size_std, "max_size": cfg.spec.max_size,
                        "floors": list(acc_range), "cpu_workers": 1, "worker_threads": cfg.threads,
-                       "arrivals": "Azure conversation trace replayed, scaled to each rate"},
+                       "arrivals": "Azure conversation trace replayed, scaled to each rate",
+                       "order": "pipelines up together, driven in turn, order rotating by rate"},
             "runs": runs,
             "floor_violations": sum(p["floor_violations"] for pts in runs.values() for p in pts)}
 
@@ -225,4 +340,39 @@ def spread(repeats: list[dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str
         for cell in cells.values():
             for xs in cell.values():
                 xs.sort()
+    return out
+
+
+def paired(repeats: list[dict[str, list[dict[str, Any]]]], baseline: str = "none") -> dict[str, dict[str, Any]]:
+    """Each policy against ``baseline`` cell by cell (same repeat, same offered rate: the same jobs,
+    run back to back): in how many cells it had fewer SLO violations and more throughput, and the
+    median differences. On a shared machine the absolute figures drift with what else runs; the
+    difference within a cell drifts far less, and ``sign_test_p`` is the chance of being ahead in
+    at least as many cells if the two policies were alike (a one-sided sign test)."""
+    out: dict[str, dict[str, Any]] = {}
+    for runs in repeats:
+        base = {p["offered_jobs_s"]: p for p in runs.get(baseline, [])}
+        for policy, points in runs.items():
+            if policy == baseline:
+                continue
+            for p in points:
+                b = base.get(p["offered_jobs_s"])
+                if b is None:
+                    continue
+                cell = out.setdefault(policy, {"cells": 0, "fewer_violations": 0, "more_throughput": 0,
+                                               "violation_diffs": [], "throughput_ratios": []})
+                dv = float(p["slo_violation_ratio"]) - float(b["slo_violation_ratio"])
+                cell["cells"] += 1
+                cell["fewer_violations"] += dv < 0
+                cell["more_throughput"] += p["throughput_jobs_s"] > b["throughput_jobs_s"]
+                cell["violation_diffs"].append(dv)
+                if b["throughput_jobs_s"] > 0:
+                    cell["throughput_ratios"].append(float(p["throughput_jobs_s"]) / float(b["throughput_jobs_s"]))
+    for cell in out.values():
+        cell["violation_diffs"].sort()
+        cell["throughput_ratios"].sort()
+        cell["median_violation_diff"] = float(np.median(cell["violation_diffs"])) if cell["violation_diffs"] else None
+        cell["median_throughput_ratio"] = float(np.median(cell["throughput_ratios"])) if cell["throughput_ratios"] else None
+        n, k = cell["cells"], cell["fewer_violations"]
+        cell["sign_test_p"] = sum(math.comb(n, i) for i in range(k, n + 1)) / 2**n
     return out

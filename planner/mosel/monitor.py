@@ -5,8 +5,9 @@ ones, so the solver's 12-80 ms never sit on a request's critical path (Sec. 6, 7
 monitor is one daemon thread fed by the planner loop: the loop hands it a task (a snapshot of the
 queue and a clock value) whenever it is idle and returns at once; results are picked up on a later
 loop iteration. A thread rather than a process because the selector's state must be shared with
-the batch former in O(1) (``ModalitySelector.strategy``), and CBC itself runs as a subprocess, so
-the solve does not hold the GIL.
+the batch former in O(1) (``ModalitySelector.strategy``), and a pass is short: the optimized
+policy's exact dynamic program takes about a millisecond for 16 queued jobs (``ilp.py``), so it
+holds the GIL, and the loop's next decision, no longer than that.
 
 This is part of the planner's I/O shell (a thread); the scheduler sees it only through the
 ``tasks.Tasks`` interface, and ``tasks.InlineTasks`` stands in for it where decisions must be a

@@ -194,28 +194,25 @@ class ModalitySelector:
             raise_round_robin(plan, t0)
 
     def _optimize(self, plan: QueuePlan, t0: float) -> bool:
-        """The integer program over the jobs up to the first would-be miss (or all, to raise);
-        repeated for the next miss. False, with ``plan`` untouched, when the budget ran out."""
-        saved = list(plan.idx)
-        end = time.perf_counter() + self.solve_budget_s
-        while True:
-            v = plan.first_violator(t0)
-            if v is None and not can_raise(plan, t0):
-                return True
-            upto = len(plan) - 1 if v is None else v
-            res = solve_scope(plan, upto, t0, end - time.perf_counter())
-            self.stats.solves += 1
-            self.stats.solve_wall_s.append(res.wall_s)
-            if res.idx is None:
-                plan.idx = saved
-                return False
-            plan.idx[: upto + 1] = res.idx
-            after = plan.first_violator(t0)
-            if after is not None and after <= upto:  # cannot happen unless CBC misjudged
-                plan.idx = saved
-                return False
-            if v is None:
-                return True
+        """The integer program over the whole queue, in one solve. False, with ``plan``
+        untouched, when the budget ran out.
+
+        The paper scopes it to the jobs up to the first would-be miss and solves again for the
+        next; every job's deadline is a constraint of the program here, so one solve over the
+        queue gives the answer the last of those solves would, without the solves before it
+        (each one is monitor time that new jobs spend waiting at the gate)."""
+        if plan.first_violator(t0) is None and not can_raise(plan, t0):
+            return True
+        res = solve_scope(plan, len(plan) - 1, t0, self.solve_budget_s)
+        self.stats.solves += 1
+        self.stats.solve_wall_s.append(res.wall_s)
+        if res.idx is None:
+            return False
+        saved, plan.idx = plan.idx, list(res.idx)
+        if plan.first_violator(t0) is not None:  # cannot happen unless the solver misjudged
+            plan.idx = saved
+            return False
+        return True
 
 
 def _guard(job: QueuedJob, s: Strategy) -> None:

@@ -99,7 +99,10 @@ def test_pressure_lowers_jobs_ahead_and_spare_time_raises_them_again(matrix: Str
     lowered = sel.strategy("a").accuracy + sel.strategy("b").accuracy
     sel.release("c")  # c leaves (say it was dispatched elsewhere): a and b have room again
     changes = sel.replan(QueueState([a, b]), 0.0)
-    assert {ch.job_id for ch in changes if ch.reason == "richer"} == {"a", "b"}
+    richer = {ch.job_id for ch in changes if ch.reason == "richer"}
+    # Round robin raises both one step at a time; the integer program may raise one of them:
+    # here many mixes tie on mean accuracy (a at its fastest and b at its richest among them).
+    assert richer == {"a", "b"} if policy == "random" else richer
     assert sel.strategy("a").accuracy + sel.strategy("b").accuracy > lowered
 
 
@@ -165,3 +168,20 @@ def test_a_job_listed_twice_is_planned_once(matrix: StrategyMatrix) -> None:
     assert len({ch.job_id for ch in changes}) == len(changes)
     assert len(sel) == 3
     _check_plan(sel, [a, b, c], 0.0)
+
+
+def test_optimized_solves_once_per_pass_and_meets_every_deadline(matrix: StrategyMatrix) -> None:
+    """However many jobs would miss, a pass is one solve over the whole queue (the monitor's time
+    is time new jobs wait at the gate), and its plan misses no deadline and no floor."""
+    rng = np.random.default_rng(11)
+    checked = 0
+    for case in range(40):
+        jobs = random_queue(matrix, rng, 0.0)
+        sel = ModalitySelector(matrix, "optimized", seed=case, solve_budget_s=5.0)
+        for j in jobs:
+            sel.admit(j)
+        sel.replan(QueueState(jobs, 0.0), 0.0, admit_new=False)
+        assert sel.stats.solves <= 1 and sel.stats.fallbacks == 0
+        checked += sel.stats.solves
+        _check_plan(sel, jobs, 0.0)
+    assert checked > 10
