@@ -131,6 +131,7 @@ class Client:
                 raise InvalidMessage("schema", f"job id {clash[0]!r} is already in flight on this client")
             for t in items:
                 self._outstanding[t.job_id] = t
+            self._cond.notify_all()
 
     def _untrack(self, items: list[Tracked]) -> None:
         with self._cond:
@@ -145,8 +146,17 @@ class Client:
             return len(self._outstanding)
 
     def poll(self, timeout: float = 0.0) -> list[JobResult]:
-        """Jobs that finished and were not yet claimed, waiting up to ``timeout`` for one."""
-        self._pump(lambda: bool(self._unclaimed) or not self._outstanding, max(timeout, 0.001))
+        """Jobs that finished and were not yet claimed, waiting up to ``timeout`` for one. With
+        nothing in flight it waits the timeout out (a submit from another thread ends the wait),
+        so that a loop pacing its submissions with ``poll`` does not spin a core."""
+        end = time.monotonic() + max(timeout, 0.001)
+        with self._cond:
+            while not self._outstanding and not self._unclaimed:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return []
+                self._cond.wait(left)
+        self._pump(lambda: bool(self._unclaimed) or not self._outstanding, max(end - time.monotonic(), 0.001))
         with self._cond:
             return [self._claim_locked(t) for t in list(self._unclaimed.values())]
 

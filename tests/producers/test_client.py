@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -199,3 +200,21 @@ def test_client_ids_take_their_prefix_from_the_setting_or_the_urls_user() -> Non
     assert client_prefix(load_settings(redis_url="redis://:pw@h:1/0")) == "c"
     with pytest.raises(ConfigError, match="ADASERVE_CLIENT_PREFIX"):
         load_settings(client_prefix="app*")
+
+
+def test_poll_with_nothing_in_flight_waits_its_timeout_instead_of_returning_at_once(
+    settings: Settings, r, standin,
+) -> None:
+    # A driver pacing its submissions with poll(time to the next job) spun a core before.
+    standin()
+    with Client(settings, read_block_ms=20) as c:
+        t0 = time.monotonic()
+        assert c.poll(0.3) == []
+        assert time.monotonic() - t0 >= 0.29
+        got: list[str] = []
+        waiter = threading.Thread(target=lambda: got.extend(j.job_id for j in c.poll(5.0)))
+        waiter.start()
+        time.sleep(0.1)
+        h = c.submit(make_job("m", arrays(1), 1000))  # wakes the waiting poll, which then reads
+        waiter.join(6)
+        assert got == [h.job_id]
