@@ -41,10 +41,17 @@ class HeliosParams:
     switching: bool = True  # ablation: off = no load-more-or-switch on breaches, no re-assessment
     partial: bool = True    # ablation: off = always the whole model
     horizon_tokens: int = 2000  # tokens a decision is amortised over (the load time against them)
+    # The confidence threshold a token's exit is judged by. 0.3, not the paper's 0.8: these
+    # character models are rarely sure (at 0.8 only 19-31% of ee-lm-s's tokens are confident at
+    # any exit, so no depth covers 70% and partial loading never engages); at 0.3, 67-77% are
+    # (docs/helios.md, "tau and coverage"). It travels with each request (the runner's ``tau`` input).
+    tau: float = 0.3
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.eval_prompts < 1 or self.reassess < 1 or self.horizon_tokens < 1:
             raise ConfigError("HELIOS k, eval_prompts, reassess and horizon_tokens must be >= 1")
+        if not 0.0 < self.tau < 1.0:
+            raise ConfigError(f"HELIOS tau must lie in (0, 1), got {self.tau}")
         if not 0.0 < self.coverage <= 1.0 or self.ppl_slack < 0:
             raise ConfigError(f"coverage must be in (0, 1] and ppl_slack >= 0, got {self.coverage}, {self.ppl_slack}")
 
@@ -74,6 +81,11 @@ class Helios:
         self.counts = {"evaluations": 0, "loads": 0, "switches": 0, "breach_trips": 0}
         self.events: list[Event] = []
         self._tripped_at = 0  # breaches in the window when the counter last tripped
+        # Hysteresis: models a breach decision left since the last selection. A breach never
+        # switches back to one of them; the next re-assessment, with fresh figures for every
+        # candidate, is where a return is decided (else two candidates whose PHT rows age at
+        # different rates trade places on every trip).
+        self._left: set[str] = set()
 
     # -- what the next batch runs --------------------------------------------------------------
     def target(self) -> tuple[str, int, int | None]:
@@ -137,6 +149,7 @@ class Helios:
         before = (self.model, self.depth)
         first = self.counts["evaluations"] == 0
         self._apply(c)
+        self._left.clear()
         self.phase, self._since_select = "serve", 0
         self.counts["evaluations"] += 1
         self.events.append(("helios.evaluated", self._body(c, before)))
@@ -152,7 +165,7 @@ class Helios:
             return
         c = load_more_or_switch(self.pht, self.shortlist, self.model, self.depth, self.objective,
                                 coverage=self.p.coverage, ppl_slack=self.p.ppl_slack, horizon=self.p.horizon_tokens,
-                                switching=self.p.switching, loaded=self.loaded)
+                                switching=self.p.switching, loaded=self.loaded, exclude=frozenset(self._left))
         before, self._tripped_at = (self.model, self.depth), self.cbc.count
         self.cbc.reset()
         if c.action == "stay" or (c.model, c.depth) == before:
@@ -162,6 +175,7 @@ class Helios:
             self.counts["loads"] += 1
             self.events.append(("helios.loaded_more", self._body(c, before)))
         else:
+            self._left.add(before[0])
             self.counts["switches"] += 1
             self.events.append(("helios.switched", self._body(c, before)))
 

@@ -54,16 +54,26 @@ def shortlist(cands: Sequence[Candidate], objective: str, k: int = 2, ppl_slack:
     """The top ``k`` for ``objective`` from the offline figures at full depth.
 
     The repository's benchmarks decide who is competent (perplexity within ``ppl_slack`` of the
-    best, a loose bound: the evaluation on real traffic is the fine one); the objective orders
-    those, and the rest fill the list only when too few are competent."""
+    best, a loose bound: the evaluation on real traffic is the fine one). A candidate that is the
+    most accurate on one of the profiled tasks is kept first (the traffic may turn into that
+    task: a shortlist of the two fastest generalists could not follow it), then the objective
+    fills the list; the result is in the objective's order, and the incompetent ones fill it only
+    when too few are competent."""
     if not cands:
         return []
     full = {c.name: c.at(c.max_depth) for c in cands}
     best_ppl = min(f.mean_perplexity() for f in full.values())
     competent = [c for c in cands if full[c.name].mean_perplexity() <= best_ppl * (1 + ppl_slack)]
-    ranked = sorted(competent, key=lambda c: (profile_score(full[c.name], objective), c.name))
+
+    def by_objective(c: Candidate) -> tuple[float, str]:
+        return profile_score(full[c.name], objective), c.name
+
+    tasks = sorted({t for f in full.values() for t in f.perplexity})
+    winners = {min(competent, key=lambda c: (full[c.name].perplexity.get(t, math.inf), c.name)).name
+               for t in tasks} if competent else set()
+    ranked = sorted(competent, key=lambda c: (c.name not in winners, *by_objective(c)))
     rest = sorted((c for c in cands if c not in competent), key=lambda c: full[c.name].mean_perplexity())
-    return (ranked + rest)[:max(k, 1)]
+    return sorted(ranked[:max(k, 1)], key=by_objective) + rest[:max(k, 1) - len(ranked)]
 
 
 def greedy_depth(pht: PerformanceHistory, cand: Candidate, coverage: float) -> int:
@@ -131,10 +141,13 @@ def choose(pht: PerformanceHistory, cands: Sequence[Candidate], objective: str, 
 
 def load_more_or_switch(pht: PerformanceHistory, cands: Sequence[Candidate], current: str, depth: int,
                         objective: str, *, coverage: float, ppl_slack: float, horizon: int, batch: int = 1,
-                        switching: bool = True, loaded: set[tuple[str, int]] | None = None) -> Choice:
+                        switching: bool = True, loaded: set[tuple[str, int]] | None = None,
+                        exclude: frozenset[str] = frozenset()) -> Choice:
     """The breach counter tripped while ``current`` runs at ``depth``: load the next deeper exit
     of the current model that the PHT says covers ``coverage`` of the tokens (at least one exit
-    deeper), or switch to another candidate at its own greedy depth: whichever costs least."""
+    deeper), or switch to another candidate at its own greedy depth: whichever costs least.
+    Candidates in ``exclude`` (the controller's hysteresis: models left since the last
+    re-assessment) are not switched to."""
     by_name = {c.name: c for c in cands}
     cur = by_name[current]
     deeper = [d for d in cur.depths if d > depth]
@@ -146,7 +159,7 @@ def load_more_or_switch(pht: PerformanceHistory, cands: Sequence[Candidate], cur
         options.append((estimate(pht, cur, depth, batch), "stay"))
     if switching:
         for c in cands:
-            if c.name != current:
+            if c.name != current and c.name not in exclude:
                 options.append((estimate(pht, c, greedy_depth(pht, c, coverage), batch), "switch"))
     return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage)
 

@@ -26,8 +26,8 @@ def test_json_has_the_ratios_per_load_every_policy_and_a_plot(tmp_path: Path) ->
         assert KEYS <= set(cell)
         assert all(cell[k] > 0 for k in KEYS)
         pol = cell["policies"]
-        assert {"helios", "helios-no-switching", "helios-no-partial", "static-ee-lm-s", "static-ee-lm-xs",
-                "fixed-ee-lm-s-d1", "fixed-ee-lm-s-d4", "fixed-ee-lm-xs-d2"} <= set(pol)
+        assert {"helios", "helios-no-switching", "helios-no-partial", "static-ee-lm-s", "static-ee-lm-xs", "static-ee-lm-code",
+                "fixed-ee-lm-s-d1", "fixed-ee-lm-s-d4", "fixed-ee-lm-xs-d2", "fixed-ee-lm-code-d8"} <= set(pol)
         h = pol["helios"]
         assert {"tokens_per_s", "ttft_p50_s", "ttft_p99_s", "perplexity", "cpu_s_per_token", "mean_batch", "exits",
                 "loads", "switches"} <= set(h)

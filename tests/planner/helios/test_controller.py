@@ -90,3 +90,17 @@ def test_an_evaluation_whose_results_never_all_come_back_still_ends(cands: list[
         h.dispatched(model, depth, 1)
     events = h.observe(BatchObs("deep", 8, 1, 0.01, (ItemStats(16, 0, tuple([0] * 8 + [16]), 5.0),)))
     assert h.phase == "serve" and [e for e, _ in events] == ["helios.evaluated"]
+
+
+def test_a_breach_never_switches_back_before_the_next_reassessment(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=10_000))
+    run(h, 10, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
+    assert (h.model, h.counts["switches"]) == ("small", 0)
+    # small breaches and does worse than deep did: a trip switches to deep
+    run(h, 20, {"small": (14, 1, 1), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 6.0, "deep": 5.0})
+    assert (h.model, h.counts["switches"]) == ("deep", 1)
+    # now deep breaches and does worse than small's last figures: small looks better again on
+    # stale rows, but going back is the re-assessment's call, not a breach's
+    events = run(h, 40, {"small": (14, 1, 1), "deep": (16, 0, 0, 0, 0, 0, 0, 0, 0)}, {"small": 6.0, "deep": 7.0})
+    assert h.counts["breach_trips"] >= 3 and "helios.switched" not in events
+    assert (h.model, h.counts["switches"]) == ("deep", 1)
