@@ -61,6 +61,8 @@ class Run:
     exits: dict[str, int] = field(default_factory=dict)  # "model@depth" -> tokens
     loads: int = 0
     switches: int = 0
+    loaded_more: int = 0
+    breach_trips: int = 0
     evaluations: int = 0
     breach_tokens: int = 0
     breach_same: int = 0  # breaching tokens whose token at the served exit is the whole model's
@@ -74,7 +76,7 @@ class Run:
                 "perplexity_by_task": {t: float(math.exp(np.mean(v))) for t, v in self.task_log_ppl.items()},
                 "cpu_s_per_token": self.busy_s / max(self.tokens, 1), "mean_batch": float(np.mean(self.batches)),
                 "exits": dict(sorted(self.exits.items())), "loads": self.loads, "switches": self.switches,
-                "evaluations": self.evaluations,
+                "loaded_more": self.loaded_more, "breach_trips": self.breach_trips, "evaluations": self.evaluations,
                 "breach_unchanged": self.breach_same / self.breach_tokens if self.breach_tokens else None}
 
 
@@ -147,6 +149,8 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
             helios.observe(BatchObs(model, depth, size, exec_s, items, load if load > 0 else None))
             helios.events.clear()
     if helios is not None:
+        run.loaded_more = helios.counts["loads"]
+        run.breach_trips = helios.counts["breach_trips"]
         run.switches = helios.counts["switches"]
         run.evaluations = helios.counts["evaluations"]
         run.loads = max(run.loads, helios.counts["loads"])

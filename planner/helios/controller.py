@@ -33,7 +33,7 @@ Event = tuple[str, dict[str, object]]
 class HeliosParams:
     k: int = 2
     eval_prompts: int = 5
-    coverage: float = 0.7
+    coverage: float = 0.65
     window: int = 100
     breach_limit: int = 50
     reassess: int = 150
@@ -41,11 +41,13 @@ class HeliosParams:
     switching: bool = True  # ablation: off = no load-more-or-switch on breaches, no re-assessment
     partial: bool = True    # ablation: off = always the whole model
     horizon_tokens: int = 2000  # tokens a decision is amortised over (the load time against them)
-    # The confidence threshold a token's exit is judged by. 0.3, not the paper's 0.8: these
+    # The confidence threshold a token's exit is judged by: 0.4, not the paper's 0.8. These
     # character models are rarely sure (at 0.8 only 19-31% of ee-lm-s's tokens are confident at
-    # any exit, so no depth covers 70% and partial loading never engages); at 0.3, 67-77% are
-    # (docs/helios.md, "tau and coverage"). It travels with each request (the runner's ``tau`` input).
-    tau: float = 0.3
+    # any exit: no depth covers ``coverage`` and partial loading never engages); at 0.4 a partial
+    # depth of each task's best model covers 65% on its own task, and the counter trips when the
+    # task changes under it (docs/helios.md, "tau and coverage", has the figures). It travels
+    # with each request (the runner's ``tau`` input).
+    tau: float = 0.4
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.eval_prompts < 1 or self.reassess < 1 or self.horizon_tokens < 1:
@@ -112,6 +114,7 @@ class Helios:
             self._start_evaluation()
 
     def _start_evaluation(self) -> None:
+        self.pht.forget({c.name for c in self.shortlist})
         self.phase = "evaluate"
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)

@@ -86,7 +86,8 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     assert evaluated and evaluated[0].family == FAMILY
     assert len(switched) >= 1, [(e.event, e.model, e.depth) for e in evs if getattr(e, "event", "").startswith("helios")]
     assert all(o["model"] in MODELS for o in switched[0].options)
-    assert {res.model for res in results} == set(MODELS)  # evaluation and switching used both
+    served = {res.model for res in results}
+    assert served <= set(MODELS) and len(served) >= 2  # evaluation and switching used the shortlist
     table = unpack(r.get(Keys(settings.namespace).helios_table(FAMILY)) or b"")
     assert table["family"] == FAMILY and table["rows"]
     # what the user sees: the PHT from the CLI, and the switches from `adaserve tail`
@@ -97,7 +98,7 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     out = runner.invoke(app, ["helios", "pht", FAMILY, "--json"])
     assert out.exit_code == 0, out.output
     shown = json.loads(out.output.splitlines()[0])
-    assert shown["family"] == FAMILY and {row["model"] for row in shown["rows"]} == set(MODELS)
+    assert shown["family"] == FAMILY and {row["model"] for row in shown["rows"]} == served
     out = runner.invoke(app, ["helios", "pht"])
     assert out.exit_code == 0 and "tokens_per_s" in out.output
     out = runner.invoke(app, ["tail", "--no-follow", "--json", "-n", "50", "--type", "helios.switched"])
@@ -110,7 +111,7 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
 def test_a_family_no_candidate_can_serve_is_rejected_with_the_reasons(settings: Settings) -> None:
     vocab = Vocabulary.of(MODELS[0], settings.data_dir)
     with helios_pipeline(settings, HeliosParams()), Client(settings) as c:
-        # ee-lm-xs's context is 64 tokens and ee-lm-s's 128: a 200-character prompt fits neither
+        # ee-lm-xs's context is 64 tokens, ee-lm-s's and ee-lm-code's 128: a 200-character prompt fits none
         res = c.submit(_job(vocab, ["ROMEO:\n" * 30])).result(60)
     assert not res.ok
     reason = res.results[0].reason

@@ -34,8 +34,8 @@ def test_evaluates_each_candidate_then_serves_the_choice_at_its_greedy_depth(can
     assert all(d == h.by_name[m].max_depth for m, d, _ in served)
     events = run(h, 1, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
     assert h.phase == "evaluate" and not events  # results of the evaluation prompts not in yet
-    for m, d in (("small", 2), ("deep", 8)):
-        h.observe(BatchObs(m, d, 3, 0.05, tuple(ItemStats(16, 0, (0, 16, 0) if m == "small" else
+    for m, d, secs in (("small", 2, 0.05), ("deep", 8, 0.2)):  # deep is the slower one on this traffic
+        h.observe(BatchObs(m, d, 3, secs, tuple(ItemStats(16, 0, (0, 16, 0) if m == "small" else
                                                           (0, 0, 16, 0, 0, 0, 0, 0, 0), 5.0) for _ in range(3))))
     assert h.phase == "serve"
     assert (h.model, h.depth) == ("small", 1)  # every token confident at exit 1: depth 1 covers them

@@ -97,3 +97,22 @@ def test_memory_turns_into_batch_size() -> None:
     assert b8 < b2 and b8 >= 1
     assert batch_for_memory(fig, None, 128, 32) == 32
     assert batch_for_memory(deeper, 1.0, 128, 32) == 1
+
+
+def test_accuracy_comes_before_confidence(cands: list[Candidate]) -> None:
+    pht = PerformanceHistory()
+    # the deep model is confident at exit 2 on every token but far worse on this task; the small
+    # one is unsure (half its tokens breach) and accurate: confidence must not buy the deep one in
+    pht.record(obs("small", 2, (8, 4, 4), ppl=5.0, secs=0.05))
+    pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0), ppl=9.0, secs=0.05))
+    c = choose(pht, cands, "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000)
+    assert c.model == "small"
+    assert any(o["model"] == "deep" and o["coverage"] == 1.0 for o in c.options)
+
+
+def test_the_pht_forgets_what_a_reassessment_measures_afresh() -> None:
+    pht = PerformanceHistory()
+    pht.record(obs("small", 2, (0, 16, 0)))
+    pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0)))
+    pht.forget({"small"})
+    assert [m for m, _ in pht.rows] == ["deep"] and pht.exit_share("small", 2) is None
