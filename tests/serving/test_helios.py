@@ -67,8 +67,10 @@ def _events(r: redis.Redis[bytes], settings: Settings) -> list[object]:
 def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_depth(
         settings: Settings, r: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     vocab = Vocabulary.of(MODELS[0], settings.data_dir)
-    stream = drifting_prompts(48, seed=0)
-    params = HeliosParams(eval_prompts=3, reassess=24, horizon_tokens=200)
+    # every default but the intervals, shortened to the stream: evaluations of 8 prompts (a 32-
+    # character prompt's perplexity swings 2x within a task, so fewer let one easy prompt decide)
+    stream = drifting_prompts(96, seed=0)  # also passes with seeds 1 and 2
+    params = HeliosParams(eval_prompts=8, reassess=32, horizon_tokens=200)
     with helios_pipeline(settings, params), Client(settings) as c:
         results = []
         for i in range(0, len(stream), 4):  # in order, a few prompts at a time
@@ -84,7 +86,8 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     evaluated = [e for e in evs if isinstance(e, HeliosEvaluated)]
     switched = [e for e in evs if isinstance(e, HeliosSwitched)]
     assert evaluated and evaluated[0].family == FAMILY
-    assert len(switched) >= 1, [(e.event, e.model, e.depth) for e in evs if getattr(e, "event", "").startswith("helios")]
+    assert len(switched) >= 1, [(e.event, e.model, e.depth, getattr(e, "options", None)) for e in evs
+                               if getattr(e, "event", "").startswith("helios")]
     assert all(o["model"] in MODELS for o in switched[0].options)
     served = {res.model for res in results}
     assert served <= set(MODELS) and len(served) >= 2  # evaluation and switching used the shortlist
@@ -98,7 +101,8 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     out = runner.invoke(app, ["helios", "pht", FAMILY, "--json"])
     assert out.exit_code == 0, out.output
     shown = json.loads(out.output.splitlines()[0])
-    assert shown["family"] == FAMILY and {row["model"] for row in shown["rows"]} == served
+    # (a re-assessment drops its candidates' rows first: the table may hold only what it measured since)
+    assert shown["family"] == FAMILY and shown["rows"] and {row["model"] for row in shown["rows"]} <= served
     out = runner.invoke(app, ["helios", "pht"])
     assert out.exit_code == 0 and "tokens_per_s" in out.output
     out = runner.invoke(app, ["tail", "--no-follow", "--json", "-n", "50", "--type", "helios.switched"])
