@@ -88,6 +88,7 @@ class Helios:
         # candidate, is where a return is decided (else two candidates whose PHT rows age at
         # different rates trade places on every trip).
         self._left: set[str] = set()
+        self._stale: set[str] = set()  # candidates whose rows the running re-assessment replaces
 
     # -- what the next batch runs --------------------------------------------------------------
     def target(self) -> tuple[str, int, int | None]:
@@ -114,7 +115,9 @@ class Helios:
             self._start_evaluation()
 
     def _start_evaluation(self) -> None:
-        self.pht.forget({c.name for c in self.shortlist})
+        # each candidate's rows are dropped when its first evaluation result comes in (not now:
+        # the table stays readable meanwhile), so the choice rests on today's traffic only
+        self._stale = {c.name for c in self.shortlist}
         self.phase = "evaluate"
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)
@@ -124,6 +127,9 @@ class Helios:
     def observe(self, obs: BatchObs) -> list[Event]:
         if obs.model not in self.by_name:
             return []
+        if obs.model in self._stale and self.phase == "evaluate" and obs.depth == self.by_name[obs.model].max_depth:
+            self.pht.forget({obs.model})
+            self._stale.discard(obs.model)
         self.pht.record(obs)
         self.loaded.add((obs.model, obs.depth))
         if self.phase == "evaluate":
