@@ -104,3 +104,17 @@ def test_a_breach_never_switches_back_before_the_next_reassessment(cands: list[C
     events = run(h, 40, {"small": (14, 1, 1), "deep": (16, 0, 0, 0, 0, 0, 0, 0, 0)}, {"small": 6.0, "deep": 7.0})
     assert h.counts["breach_trips"] >= 3 and "helios.switched" not in events
     assert (h.model, h.counts["switches"]) == ("deep", 1)
+
+
+def test_a_reassessment_replaces_a_candidates_rows_only_when_its_evaluation_reports(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=6))
+    table = {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}
+    run(h, 4, table, {"small": 5.0, "deep": 5.0})  # the first evaluation
+    while h.phase == "serve":
+        run(h, 1, table, {"small": 5.0, "deep": 5.0})
+    # the re-assessment has begun: the table still holds what was measured so far
+    assert h.pht.rows and h.snapshot()["rows"]
+    served = {k for k in h.pht.rows if k[0] == "small"}
+    run(h, 1, table, {"small": 5.0, "deep": 5.0})  # small's first evaluation result
+    assert {k for k in h.pht.rows if k[0] == "small"} == {("small", 2)} and served >= {("small", 1)}
+    assert h.pht.rows[("small", 2)].prompts == 1
