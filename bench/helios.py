@@ -68,30 +68,27 @@ def _best(rows: dict[str, dict[str, Any]], prefix: str, metric: str = "tokens_pe
 
 
 def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int, length: int, memory_mb: float,
-              max_batch: int, seeds: int, repeats: int, progress: Any = None, family: str = "ee-lm",
-              live_rates: tuple[float, ...] = ()) -> dict[str, Any]:
+              max_batch: int, seeds: int, repeats: int, progress: Any = None, family: str = "lm",
+              live_rates: tuple[float, ...] = (), tau: float | None = None, live_prompts: int = 0) -> dict[str, Any]:
     from dataclasses import asdict
 
     from adaserve.bench.helios_sim import candidate, simulate
     from adaserve.bench.helios_trace import costs, drifting_stream, trace
-    from adaserve.models.lm.weights import read_config
-    from adaserve.models.registry import load_info
     from adaserve.planner.helios import HeliosParams
     from adaserve.planner.helios.decide import batch_for_memory
+    from adaserve.planner.helios.store import load_candidate, manifests
 
-    chars = read_config(load_info(models[0], data_dir)[0])[1]
-    stream = drifting_stream(prompts, length, chars)
+    base = HeliosParams() if tau is None else HeliosParams(tau=tau)
+    stream = drifting_stream(prompts, length)
     texts = [p for _, p in stream]
     tasks = [t for t, _ in stream]
+    shipped = manifests(data_dir)
     traces, measured, cands = {}, {}, []
     task = progress.add_task("measuring the candidates", total=len(models)) if progress else None
     for m in models:
-        traces[m] = trace(m, data_dir, texts, new, 0.8)
-        measured[m] = costs(m, data_dir, texts, new, repeats)
-        _, info = load_info(m, data_dir)
-        ppl = {int(v.extra["depth"]): float(v.quality or 0.0) for v in info.variants
-               if v.kind == "lm-exit" and not v.extra.get("early_exit")}
-        cands.append(candidate(measured[m], ppl, new=new))
+        traces[m] = trace(m, data_dir, texts, new, base.tau)
+        measured[m] = costs(m, data_dir, texts, new, repeats, tasks=tasks, tau=base.tau)
+        cands.append(candidate(measured[m], load_candidate(*shipped[m]), new=new))
         if progress:
             progress.advance(task)
     # Loads relative to the most accurate model served whole in memory-sized batches.
@@ -102,7 +99,6 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
 
     c = measured[ref.name]
     capacity = ref_b / (_at(c.prefill_s[ref.max_depth], ref_b) + (new - 1) * _at(c.step_s[ref.max_depth], ref_b))
-    base = HeliosParams()
     policies = _policies(cands)
     out_loads: dict[str, Any] = {}
     task = progress.add_task("replaying", total=len(LOADS) * seeds) if progress else None
@@ -114,11 +110,11 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
             arrivals = np.cumsum(rng.exponential(1.0 / rate, size=len(texts)))
             for p in policies:
                 r = simulate(p, arrivals, traces, measured, cands, new=new, memory_mb=memory_mb, max_batch=max_batch,
-                             params=_params(p, base))
+                             params=_params(p, base), tasks=tasks)
                 per_policy.setdefault(p, []).append(r.figures())
             for objective in OBJECTIVE_OF.values():
                 r = simulate("helios", arrivals, traces, measured, cands, new=new, memory_mb=memory_mb,
-                             max_batch=max_batch, objective=objective, params=base)
+                             max_batch=max_batch, objective=objective, params=base, tasks=tasks)
                 f = r.figures()
                 name = f"helios[{objective}]"
                 f["policy"] = name
@@ -138,6 +134,8 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
             / _best(rows, "static-", "cpu_s_per_token", lower=True)[1]["cpu_s_per_token"],
             "ttft_vs_best_static": rows["helios[latency]"]["ttft_p50_s"]
             / _best(rows, "static-", "ttft_p50_s", lower=True)[1]["ttft_p50_s"],
+            # the fixed cut that is at least as accurate as helios over the whole stream (None: none is)
+            "throughput_vs_fixed_as_accurate": _as_accurate(rows, h),
             # what the throughput ratios were bought with: helios's perplexity over the compared policy's
             "helios_perplexity_vs_compared_static": h["perplexity"] / bs["perplexity"],
             "helios_perplexity_vs_compared_fixed": h["perplexity"] / bf["perplexity"],
@@ -148,34 +146,78 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
     if live_rates:
         from adaserve.bench.helios_live import run_live
 
-        names = ["helios", *(f"fixed-{c.name}-d{c.max_depth}" for c in cands)]
+        names = ["helios", *(f"fixed-{c.name}-d{c.max_depth}" for c in cands), *(f"static-{c.name}" for c in cands)]
+        step = max(1, len(texts) // max(live_prompts or len(texts), 1))
+        live_texts = texts[::step]  # every step-th prompt: the same drift, fewer prompts
         task = progress.add_task("live pipeline", total=len(names) * len(live_rates)) if progress else None
         for load, rate in zip(LOADS, live_rates):
             cell: dict[str, Any] = {"rate_prompts_per_s": rate}
             for p in names:
-                cell[p] = run_live(p, family, texts, new=new, rate=rate, seed=0, data_dir=data_dir, models=models,
-                                   params=base)
+                cell[p] = run_live(p, family, live_texts, new=new, rate=rate, seed=0, data_dir=data_dir,
+                                   models=models, params=base, memory_mb=memory_mb)
                 if progress:
                     progress.advance(task)
             best = max((p for p in names if p.startswith("fixed-")), key=lambda p: cell[p]["tokens_per_s"])
             cell["best_fixed_whole"] = best
             cell["throughput_vs_best_fixed_whole"] = cell["helios"]["tokens_per_s"] / cell[best]["tokens_per_s"]
+            best = max((p for p in names if p.startswith("static-")), key=lambda p: cell[p]["tokens_per_s"])
+            cell["best_static"] = best
+            cell["throughput_vs_best_static"] = cell["helios"]["tokens_per_s"] / cell[best]["tokens_per_s"]
             live[load] = cell
-    segments = {}
-    for t in dict.fromkeys(tasks):
-        idx = [i for i, x in enumerate(tasks) if x == t]
-        per = {m: float(np.exp(np.log(traces[m].ppl[idx, -1]).mean())) for m in models}
-        segments[t] = {"prompts": len(idx), "perplexity_whole_model": per, "best": min(per, key=lambda m: per[m])}
-    whole = {m: float(np.exp(np.log(traces[m].ppl[:, -1]).mean())) for m in models}
+    segments, whole = _segments(traces, tasks)
     return {"models": list(models), "prompts": len(texts), "new_tokens": new, "prompt_chars": length,
-            "memory_mb": memory_mb, "max_batch": max_batch, "seeds": seeds, "tau": 0.8,
+            "memory_mb": memory_mb, "max_batch": max_batch, "seeds": seeds, "tau": base.tau,
             "capacity_reference": {"policy": f"fixed-{ref.name}-d{ref.max_depth}", "batch": ref_b,
                                    "prompts_per_s": capacity},
-            "params": asdict(base), "segments": segments, "perplexity_whole_stream": whole,
-            "best_whole_stream": min(whole, key=lambda m: whole[m]),
+            "params": asdict(base), "segments": segments, **whole,
             "loads": out_loads, "live": live,
             "costs": {m: {"prefill_s": c.prefill_s, "step_s": c.step_s, "load_s": c.load_s,
-                          "weight_bytes": c.weight_bytes} for m, c in measured.items()}}
+                          "weight_bytes": c.weight_bytes, "early_exit_s": c.early_exit_s,
+                          "early_exit_ttft_s": c.early_exit_ttft_s} for m, c in measured.items()}}
+
+
+def _as_accurate(rows: dict[str, dict[str, Any]], h: dict[str, Any]) -> float | None:
+    fixed = [r for p, r in rows.items() if p.startswith("fixed-") and r["perplexity"] <= h["perplexity"]]
+    return h["tokens_per_s"] / max(r["tokens_per_s"] for r in fixed) if fixed else None
+
+
+def _gmean(x: Any) -> float:
+    return float(np.exp(np.log(x).mean()))
+
+
+def _segments(traces: dict[str, Any], tasks: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Which model is most accurate on each segment of the stream and on the whole of it: whole
+    models, and at each depth two or more candidates share (the same work per token for models
+    of one width: the comparison at comparable cost). ``selection_matters`` lists the (segment,
+    depth) cells where the best over the whole stream is not the best on that segment."""
+    models = list(traces)
+    depths = sorted({d for t in traces.values() for d in t.exits})
+    shared = [d for d in depths if sum(d in traces[m].exits for m in models) >= 2]
+
+    def table(idx: list[int]) -> tuple[dict[str, float], dict[str, dict[int, float]]]:
+        per = {m: _gmean(traces[m].ppl[idx, -1]) for m in models}
+        by_depth = {m: {d: _gmean(traces[m].ppl[idx, traces[m].exits.index(d)]) for d in traces[m].exits}
+                    for m in models}
+        return per, by_depth
+
+    def best_at(by_depth: dict[str, dict[int, float]]) -> dict[int, str]:
+        return {d: min((m for m in models if d in by_depth[m]), key=lambda m: by_depth[m][d]) for d in shared}
+
+    everything = list(range(len(tasks)))
+    whole, whole_depth = table(everything)
+    stream_best = best_at(whole_depth)
+    out, matters = {}, []
+    for t in dict.fromkeys(tasks):
+        idx = [i for i, x in enumerate(tasks) if x == t]
+        per, by_depth = table(idx)
+        best = best_at(by_depth)
+        out[t] = {"prompts": len(idx), "perplexity_whole_model": per, "best": min(per, key=lambda m: per[m]),
+                  "perplexity_by_depth": by_depth, "best_at_depth": best}
+        matters += [{"segment": t, "depth": d, "best_here": best[d], "best_whole_stream": stream_best[d]}
+                    for d in shared if best[d] != stream_best[d]]
+    return out, {"perplexity_whole_stream": whole, "best_whole_stream": min(whole, key=lambda m: whole[m]),
+                 "perplexity_whole_stream_by_depth": whole_depth, "best_whole_stream_at_depth": stream_best,
+                 "selection_matters": matters}
 
 
 def plot(report: dict[str, Any], path: Path) -> Path:
@@ -221,7 +263,10 @@ def register(bench_app: typer.Typer) -> None:
     def helios_cmd(
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
         models: str = typer.Option("", help="Candidates (comma-separated); default: every model of --family."),
-        family: str = typer.Option("ee-lm", help="The family whose candidates compete (a manifest's 'family')."),
+        live_prompts: int = typer.Option(0, min=0, help="Prompts of the stream sent live per policy (0: all; "
+                                                       "fewer: every k-th, the drift kept)."),
+        tau: float = typer.Option(0.4, min=0.01, max=0.99, help="Confidence threshold of the exits (see docs/helios.md)."),
+        family: str = typer.Option("lm", help="The family whose candidates compete (a manifest's 'family')."),
         prompts: int = typer.Option(600, min=20, help="Prompts in the drifting stream (half each task)."),
         new: int = typer.Option(16, min=2, max=32, help="Tokens generated per prompt."),
         length: int = typer.Option(32, min=4, max=32, help="Characters per prompt."),
@@ -248,7 +293,8 @@ def register(bench_app: typer.Typer) -> None:
         with Progress(transient=True, disable=json_out) as progress:
             report = run_bench(settings.data_dir, models=names, prompts=prompts, new=new, length=length,
                                memory_mb=memory_mb, max_batch=max_batch, seeds=seeds, repeats=repeats,
-                               progress=progress, family=family,
+                               progress=progress, family=family, tau=tau,
+                               live_prompts=live_prompts,
                                live_rates=tuple(float(x) for x in live_rates.split(",") if x.strip()))
         report["plot"] = str(plot(report, plot_path))
         if json_out:
@@ -258,4 +304,10 @@ def register(bench_app: typer.Typer) -> None:
             typer.echo(f"{load}: helios {cell['policies']['helios']['tokens_per_s']:.0f} tok/s; "
                        f"vs best static ({cell['best_static']}) {cell['throughput_vs_best_static']:.2f}x, "
                        f"vs best fixed ({cell['best_fixed']}) {cell['throughput_vs_best_fixed']:.2f}x")
+        for seg, cell in report["segments"].items():
+            typer.echo(f"segment {seg} ({cell['prompts']} prompts): most accurate whole model {cell['best']}; at equal "
+                       "depth " + ", ".join(f"d{d}: {m}" for d, m in cell["best_at_depth"].items()))
+        typer.echo(f"whole stream: most accurate whole model {report['best_whole_stream']}; at equal depth "
+                   + ", ".join(f"d{d}: {m}" for d, m in report["best_whole_stream_at_depth"].items())
+                   + f"; not the best on every segment: {bool(report['selection_matters'])}")
         typer.echo(f"plot: {report['plot']}")

@@ -3,7 +3,10 @@
 Per policy, a fresh pipeline in this process (an embedded server, the planner and one CPU worker
 serving every candidate, in threads) receives the stream as one-prompt jobs arriving as a Poisson
 stream: ``helios`` names the family; ``fixed-<model>-d<max>`` names a model (served whole, its
-default variant). Figures come from the results the producer receives: tokens/s over the run,
+default variant, in FIFO batches); ``static-<model>`` names it too and is served by its
+``early-exit`` variant one prompt at a time (the EE-LLM baseline). Every request carries the
+threshold as the runner's ``tau`` input, and the worker advertises the memory budget. Figures
+come from the results the producer receives: tokens/s over the run,
 time to first token (queueing plus the batch's prefill share), the model and depth of every result,
 and HELIOS's switches from telemetry.
 """
@@ -22,8 +25,24 @@ import numpy as np
 from adaserve.broker.settings import load_settings
 
 
+def early_exit_factory() -> Any:
+    """Schedulers for ``static-<model>``: FIFO, one prompt per batch, the ``early-exit`` variant."""
+    from adaserve.planner.baselines.fifo import FifoScheduler
+    from adaserve.planner.core import Decision
+
+    class EarlyExitOne(FifoScheduler):
+        name = "static-early-exit"
+
+        def next_batch(self, now: float, max_size: int) -> Decision:
+            d = super().next_batch(now, 1)
+            d.variant = "early-exit"
+            return d
+
+    return lambda model, profile: EarlyExitOne(batch=1)
+
+
 def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: float, seed: int, data_dir: Path,
-             models: tuple[str, ...], params: Any) -> dict[str, Any]:
+             models: tuple[str, ...], params: Any, memory_mb: float | None = None) -> dict[str, Any]:
     from adaserve.broker import Job, Keys, Request, Slo, Tensor, decode
     from adaserve.broker.events import BatchFinished, HeliosLoadedMore, HeliosSwitched
     from adaserve.broker.messages import Generation
@@ -34,20 +53,28 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
     from adaserve.producers import Client
     from adaserve.workers import Worker, WorkerConfig
 
-    target = family if policy == "helios" else policy[len("fixed-"):].rpartition("-d")[0]
+    if policy == "helios":
+        target = family
+    elif policy.startswith("static-"):
+        target = policy[len("static-"):]
+    else:
+        target = policy[len("fixed-"):].rpartition("-d")[0]
     vocab = Vocabulary.of(models[0], data_dir)
     known = set(vocab.chars)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedServer(Path(tmp), persist=False) as server:
         settings = load_settings(redis_url=server.url, namespace=f"hb-{uuid.uuid4().hex[:6]}", data_dir=data_dir)
         stop = threading.Event()
-        worker = Worker(settings, WorkerConfig(pool="cpu", models=models, threads=1, name="w-helios", slots=2))
+        worker = Worker(settings, WorkerConfig(pool="cpu", models=models, threads=1, name="w-helios", slots=2,
+                                               memory_mb=int(memory_mb) if memory_mb else None))
         threads = [threading.Thread(target=worker.run, args=(stop,), daemon=True)]
         threads[0].start()
         if not worker.ready.wait(120):
             raise RuntimeError("the worker did not start")
-        planner = Planner(settings, PlannerConfig(max_batch=32), helios=params)
+        factory = early_exit_factory() if policy.startswith("static-") else None
+        planner = Planner(settings, PlannerConfig(max_batch=32), helios=params, factory=factory)
         threads.append(threading.Thread(target=planner.run, args=(stop,), daemon=True))
         threads[1].start()
+        tau = Tensor.from_numpy(np.array([params.tau], np.float32))
         gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=len(texts))
         handles = []
         try:
@@ -62,7 +89,7 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
                     ids = vocab.encode("".join(ch if ch in known else " " for ch in text))
                     job = Job(id=f"hb-{i}-{uuid.uuid4().hex[:6]}", model=target, reply_to="x",
                               slo=Slo(deadline_ms=600_000, objective="throughput"),
-                              requests=[Request(id="r0", kind="generate", inputs={"tokens": Tensor.from_numpy(ids)},
+                              requests=[Request(id="r0", kind="generate", inputs={"tokens": Tensor.from_numpy(ids), "tau": tau},
                                                 generation=Generation(max_new_tokens=new))])
                     handles.append(c.submit(job))
                 results = [h.result(600) for h in handles]

@@ -3,8 +3,9 @@
 One worker slot, prompts arriving as a Poisson stream at a given rate; a batch takes a (partial)
 load when its model and depth are not resident, a prefill and ``new`` lockstep steps at its depth
 and size (or, for ``static-*``, batch size one with each token leaving at its first confident
-exit, the EE-LLM baseline). HELIOS runs the planner's own controller (``planner/helios``): the
-simulated results feed its PHT exactly as ``batch.finished`` does live.
+exit, the EE-LLM baseline, at the ``early-exit`` variant's measured cost). HELIOS runs the
+planner's own controller (``planner/helios``): the simulated results feed its PHT exactly as
+``batch.finished`` does live.
 """
 
 from __future__ import annotations
@@ -33,14 +34,17 @@ def _at(table: dict[int, float], b: int) -> float:
     return table[hi] + (table[hi] - table[lo]) / (hi - lo) * (b - hi)
 
 
-def candidate(c: Costs, ppl: dict[int, float], family: str = "lm", new: int = 16) -> Candidate:
-    """The repository's entry for a model from its measured costs and held-out perplexities."""
+def candidate(c: Costs, profile: Candidate, new: int = 16) -> Candidate:
+    """The repository's entry for a model: its offline profile (``helios.json``, read by the
+    planner's own reader) with the speed figures replaced by what this run measured side by side
+    (the host is shared: a profile's wall-clock rates date from another load)."""
     figs = {}
     for d in c.step_s:
+        p = profile.at(d)
         rate = {b: b * new / (c.prefill_s[d][b] + (new - 1) * c.step_s[d][b]) for b in BATCHES}
-        figs[d] = DepthFigures(d, rate, c.prefill_s[d][1], c.weight_bytes[d], c.kv_bytes_per_token[d], c.load_s[d],
-                               1.0 / rate[1], {"held-out": ppl[d]}, {})
-    return Candidate(c.model, family, 0.8, figs)
+        figs[d] = DepthFigures(d, rate, c.prefill_s[d][1], p.weight_bytes, p.kv_bytes_per_token, c.load_s[d],
+                               1.0 / rate[1], dict(p.perplexity), dict(p.exit_share))
+    return Candidate(c.model, profile.family, profile.tau, figs, profile.device)
 
 
 @dataclass
@@ -52,10 +56,13 @@ class Run:
     last_done: float = 0.0
     ttft: list[float] = field(default_factory=list)
     log_ppl: list[float] = field(default_factory=list)
+    task_log_ppl: dict[str, list[float]] = field(default_factory=dict)  # per segment of the stream
     batches: list[int] = field(default_factory=list)
     exits: dict[str, int] = field(default_factory=dict)  # "model@depth" -> tokens
     loads: int = 0
     switches: int = 0
+    loaded_more: int = 0
+    breach_trips: int = 0
     evaluations: int = 0
     breach_tokens: int = 0
     breach_same: int = 0  # breaching tokens whose token at the served exit is the whole model's
@@ -66,15 +73,16 @@ class Run:
         return {"policy": self.policy, "tokens_per_s": self.tokens / span, "ttft_p50_s": float(np.percentile(t, 50)),
                 "ttft_p99_s": float(np.percentile(t, 99)),
                 "perplexity": float(math.exp(np.mean(self.log_ppl))) if self.log_ppl else None,
+                "perplexity_by_task": {t: float(math.exp(np.mean(v))) for t, v in self.task_log_ppl.items()},
                 "cpu_s_per_token": self.busy_s / max(self.tokens, 1), "mean_batch": float(np.mean(self.batches)),
                 "exits": dict(sorted(self.exits.items())), "loads": self.loads, "switches": self.switches,
-                "evaluations": self.evaluations,
+                "loaded_more": self.loaded_more, "breach_trips": self.breach_trips, "evaluations": self.evaluations,
                 "breach_unchanged": self.breach_same / self.breach_tokens if self.breach_tokens else None}
 
 
 def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs: dict[str, Costs],
              cands: Sequence[Candidate], *, new: int, memory_mb: float, max_batch: int, objective: str = "throughput",
-             params: HeliosParams | None = None) -> Run:
+             params: HeliosParams | None = None, tasks: Sequence[str] | None = None) -> Run:
     run = Run(policy, first_arrival=float(arrivals[0]))
     by_name = {c.name: c for c in cands}
     helios = Helios("lm", cands, objective, params) if policy.startswith("helios") else None
@@ -107,8 +115,11 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         ei = tr.exits.index(depth) if depth in tr.exits else len(tr.exits) - 1
         if policy.startswith("static-"):
             p = batch[0]
-            steps = [c.step_s[e if e else depth][1] for e in tr.exit_at_tau[p][1:]]
-            exec_s = c.prefill_s[depth][1] + sum(steps)
+            # the early-exit variant's measured seconds for a prompt of this task (its tokens
+            # leave at their first confident exit, but every exit head is read on the way)
+            task = tasks[p] if tasks is not None and tasks[p] in c.early_exit_s else None
+            exec_s = c.early_exit_s[task] if task else float(np.mean(list(c.early_exit_s.values())))
+            static_ttft = c.early_exit_ttft_s[task] if task else float(np.mean(list(c.early_exit_ttft_s.values())))
             for e in tr.exit_at_tau[p]:
                 key = f"{model}@{e if e else depth}"
                 run.exits[key] = run.exits.get(key, 0) + 1
@@ -117,9 +128,11 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
             run.exits[f"{model}@{depth}"] = run.exits.get(f"{model}@{depth}", 0) + new * size
         start = now + load
         for p in batch:
-            run.ttft.append(start + (exec_s / new if not policy.startswith("static-") else c.prefill_s[depth][1])
+            run.ttft.append(start + (exec_s / new if not policy.startswith("static-") else static_ttft)
                             - float(arrivals[p]))
             run.log_ppl.append(math.log(float(tr.ppl[p, ei])))
+            if tasks is not None:
+                run.task_log_ppl.setdefault(tasks[p], []).append(run.log_ppl[-1])
             e = tr.exit_at_tau[p]
             breach = (e == 0) | (e > depth)
             run.breach_tokens += int(breach.sum()) if not policy.startswith("static-") else 0
@@ -136,6 +149,8 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
             helios.observe(BatchObs(model, depth, size, exec_s, items, load if load > 0 else None))
             helios.events.clear()
     if helios is not None:
+        run.loaded_more = helios.counts["loads"]
+        run.breach_trips = helios.counts["breach_trips"]
         run.switches = helios.counts["switches"]
         run.evaluations = helios.counts["evaluations"]
         run.loads = max(run.loads, helios.counts["loads"])

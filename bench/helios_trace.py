@@ -11,8 +11,6 @@ KV-cache bytes. Medians of ``repeats`` timings, all on one thread, side by side 
 
 from __future__ import annotations
 
-import inspect
-import random
 import statistics
 import time
 from dataclasses import dataclass
@@ -22,39 +20,17 @@ import numpy as np
 import torch
 
 from adaserve.models.lm.gpt import EarlyExitGpt
-from adaserve.models.lm.prompts import pad_prompts
+from adaserve.models.lm.prompts import drifting_prompts, pad_prompts
 from adaserve.models.lm.weights import EMBEDDINGS, block_file, exit_file, load_depth, read_config
 from adaserve.models.registry import load_info
 
 BATCHES = (1, 4, 16)
-# Python sources for the stand-in second task (this interpreter's standard library, PSF licence),
-# until ``models.lm.prompts.drifting_prompts`` ships its own held-out corpus.
-_STDLIB = ("argparse", "json.decoder", "textwrap", "csv", "string", "fractions", "heapq", "calendar")
 
 
-def drifting_stream(n: int, length: int, chars: tuple[str, ...], seed: int = 0) -> list[tuple[str, str]]:
-    """``n`` prompts of ``length`` characters: held-out Shakespeare, then Python source."""
-    try:
-        from adaserve.models.lm.prompts import drifting_prompts  # type: ignore[attr-defined]
-    except ImportError:
-        drifting_prompts = None
-    if drifting_prompts is not None:
-        return [(t, p[-length:]) for t, p in drifting_prompts(n, seed=seed)]
-    from adaserve.models.lm.corpus import load_corpus
-
-    corpus = load_corpus()
-    rng = random.Random(seed)
-    val = corpus.val
-    out = []
-    for _ in range(n // 2):
-        s = rng.randrange(len(val) - length)
-        out.append(("shakespeare", corpus.vocab.decode(val[s:s + length])))
-    src = "\n".join(inspect.getsource(__import__(m, fromlist=["_"])) for m in _STDLIB)
-    known = set(chars)
-    for _ in range(n - n // 2):
-        s = rng.randrange(len(src) - length)
-        out.append(("python", "".join(c if c in known else " " for c in src[s:s + length])))
-    return out
+def drifting_stream(n: int, length: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``n`` prompts of ``length`` held-out characters: Shakespeare, then Python source
+    (``models.lm.prompts.drifting_prompts``, on the family's shared vocabulary)."""
+    return drifting_prompts(n, seed=seed, length=length)
 
 
 @dataclass(frozen=True)
@@ -80,6 +56,10 @@ class Costs:
     weight_bytes: dict[int, int]
     kv_bytes_per_token: dict[int, int]
     block_size: int
+    # The ``early-exit`` variant (all layers, each token leaving at its first exit >= tau) at
+    # batch 1, per task: seconds per prompt of ``new`` tokens and to its first token.
+    early_exit_s: dict[str, float]
+    early_exit_ttft_s: dict[str, float]
 
 
 def _all_exits(model_dir: Path) -> EarlyExitGpt:
@@ -130,7 +110,8 @@ def trace(model: str, data_dir: Path, prompts: list[str], new: int, tau: float) 
     return Trace(model, tuple(exits), exit_at.numpy(), agree.numpy(), torch.exp(nll).numpy())
 
 
-def costs(model: str, data_dir: Path, prompts: list[str], new: int, repeats: int = 3) -> Costs:
+def costs(model: str, data_dir: Path, prompts: list[str], new: int, repeats: int = 3, *,
+          tasks: list[str] | None = None, tau: float = 0.8, per_task: int = 8) -> Costs:
     from adaserve.workers.runtime.lm import LmRunner
 
     model_dir, info = load_info(model, data_dir)
@@ -141,8 +122,23 @@ def costs(model: str, data_dir: Path, prompts: list[str], new: int, repeats: int
     step: dict[int, dict[int, float]] = {}
     load: dict[int, float] = {}
     weight: dict[int, int] = {}
+    ee_s: dict[str, float] = {}
+    ee_ttft: dict[str, float] = {}
     for v in info.variants:
-        if v.kind != "lm-exit" or v.extra.get("early_exit"):
+        if v.kind == "lm-exit" and v.extra.get("early_exit"):
+            runner = LmRunner(model_dir, info, v, "cpu", threads=1)
+            labels = tasks or ["all"] * len(prompts)
+            for t in dict.fromkeys(labels):
+                idx = [i for i, x in enumerate(labels) if x == t]
+                pick = [idx[j * len(idx) // per_task] for j in range(min(per_task, len(idx)))]
+                whole, first = [], []
+                for i in pick:
+                    toks = pad_prompts([np.array([index.get(c, 0) for c in prompts[i]], np.int64)], len(prompts[0]))
+                    whole.append(statistics.median(_timed(runner, toks, new, tau) for _ in range(repeats)))
+                    first.append(statistics.median(_timed(runner, toks, 1, tau) for _ in range(repeats)))
+                ee_s[t], ee_ttft[t] = float(np.mean(whole)), float(np.mean(first))
+            continue
+        if v.kind != "lm-exit":
             continue
         d = int(v.extra["depth"])
         times = []
@@ -161,10 +157,10 @@ def costs(model: str, data_dir: Path, prompts: list[str], new: int, repeats: int
             prefill[d][b] = one
             step[d][b] = max(many - one, 0.0) / max(new - 1, 1)
     kv = {d: 2 * d * config.n_embd * 4 for d in weight}
-    return Costs(model, prefill, step, load, weight, kv, config.block_size)
+    return Costs(model, prefill, step, load, weight, kv, config.block_size, ee_s, ee_ttft)
 
 
-def _timed(runner: object, toks: np.ndarray, n: int) -> float:
+def _timed(runner: object, toks: np.ndarray, n: int, tau: float | None = None) -> float:
     t0 = time.perf_counter()
-    runner.generate(toks, n)  # type: ignore[attr-defined]
+    runner.decode(toks, n, tau=None if tau is None else np.full(len(toks), tau))  # type: ignore[attr-defined]
     return time.perf_counter() - t0

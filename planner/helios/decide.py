@@ -5,7 +5,8 @@
 * ``choose``: after an evaluation round, the candidate and depth that best meet the objective
   among those whose perplexity is within ``ppl_slack`` of the most accurate (Step 2);
 * ``load_more_or_switch``: on a tripped breach counter, loading more layers of the current model
-  against switching to another candidate at its own greedy depth, by which meets the objective
+  against switching to another candidate at its own greedy depth (or deeper, when that is not
+  accurate enough), by which meets the objective
   at the least cost over the coming ``horizon`` tokens *including* the measured load time;
 * ``batch_for_memory``: the batch that fits a worker's memory with weights and KV cache at the
   loaded depth (partial loading turned into larger batches, Sec. 5.2).
@@ -54,16 +55,26 @@ def shortlist(cands: Sequence[Candidate], objective: str, k: int = 2, ppl_slack:
     """The top ``k`` for ``objective`` from the offline figures at full depth.
 
     The repository's benchmarks decide who is competent (perplexity within ``ppl_slack`` of the
-    best, a loose bound: the evaluation on real traffic is the fine one); the objective orders
-    those, and the rest fill the list only when too few are competent."""
+    best, a loose bound: the evaluation on real traffic is the fine one). A candidate that is the
+    most accurate on one of the profiled tasks is kept first (the traffic may turn into that
+    task: a shortlist of the two fastest generalists could not follow it), then the objective
+    fills the list; the result is in the objective's order, and the incompetent ones fill it only
+    when too few are competent."""
     if not cands:
         return []
     full = {c.name: c.at(c.max_depth) for c in cands}
     best_ppl = min(f.mean_perplexity() for f in full.values())
     competent = [c for c in cands if full[c.name].mean_perplexity() <= best_ppl * (1 + ppl_slack)]
-    ranked = sorted(competent, key=lambda c: (profile_score(full[c.name], objective), c.name))
+
+    def by_objective(c: Candidate) -> tuple[float, str]:
+        return profile_score(full[c.name], objective), c.name
+
+    tasks = sorted({t for f in full.values() for t in f.perplexity})
+    winners = {min(competent, key=lambda c: (full[c.name].perplexity.get(t, math.inf), c.name)).name
+               for t in tasks} if competent else set()
+    ranked = sorted(competent, key=lambda c: (c.name not in winners, *by_objective(c)))
     rest = sorted((c for c in cands if c not in competent), key=lambda c: full[c.name].mean_perplexity())
-    return (ranked + rest)[:max(k, 1)]
+    return sorted(ranked[:max(k, 1)], key=by_objective) + rest[:max(k, 1) - len(ranked)]
 
 
 def greedy_depth(pht: PerformanceHistory, cand: Candidate, coverage: float) -> int:
@@ -96,12 +107,14 @@ def _best(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float,
           loaded: set[tuple[str, int]], coverage: float) -> Choice:
     """The option with the least cost over ``horizon`` tokens among the accurate enough ones.
 
-    Accurate enough: its tokens confident at its depth for at least ``coverage`` of this traffic
-    (as far as the PHT knows; all options when none is), and its perplexity within
-    ``ppl_slack`` of the best of those. Cost is in the objective's unit times tokens, plus the
-    load time where the option needs a load (for accuracy: perplexity first, then the same cost)."""
-    confident = [o for o in options if o[0].coverage is None or o[0].coverage >= coverage] or options
-    best_ppl = min(e.perplexity for e, _ in confident)
+    Accurate enough: its perplexity within ``ppl_slack`` of the best option's; among those, the
+    ones whose tokens are confident at their depth for at least ``coverage`` of this traffic (as
+    far as the PHT knows; all of them when none is). Accuracy comes first: a model can be
+    confident and still worse on this task. Cost is in the objective's unit times tokens, plus
+    the load time where the option needs a load (for accuracy: perplexity first, then the cost)."""
+    best_ppl = min(e.perplexity for e, _ in options)
+    accurate = [o for o in options if o[0].perplexity <= best_ppl * (1 + ppl_slack)]
+    confident = [o for o in accurate if o[0].coverage is None or o[0].coverage >= coverage] or accurate
     rows, ok = [], []
     for e, action in options:
         load = 0.0 if (e.model, e.depth) in loaded else e.load_s
@@ -112,7 +125,7 @@ def _best(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float,
         else:
             cost = (horizon / e.tokens_per_s if e.tokens_per_s > 0 else math.inf) + load
         rows.append(_row(e, cost, action))
-        if (e, action) in confident and e.perplexity <= best_ppl * (1 + ppl_slack):
+        if (e, action) in confident:
             ok.append((e.perplexity if objective == "accuracy" else cost, cost, e, action))
     _, cost, e, action = min(ok, key=lambda t: (t[0], t[1], t[2].model, t[2].depth))
     return Choice(e.model, e.depth, action, cost, tuple(rows))
@@ -121,20 +134,25 @@ def _best(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float,
 def choose(pht: PerformanceHistory, cands: Sequence[Candidate], objective: str, *, coverage: float,
            ppl_slack: float, horizon: int, batch: int = 1, partial: bool = True,
            loaded: set[tuple[str, int]] | None = None) -> Choice:
-    """After evaluation: each candidate at its greedy depth (its full depth without ``partial``)."""
+    """After evaluation: each candidate at its greedy depth and the exits below it (only whole
+    without ``partial``): the deeper ones are the fallback when the greedy depth is not accurate
+    enough."""
     options = []
     for c in cands:
-        d = greedy_depth(pht, c, coverage) if partial else c.max_depth
-        options.append((estimate(pht, c, d, batch), "select"))
+        for d in _depths(pht, c, coverage) if partial else (c.max_depth,):
+            options.append((estimate(pht, c, d, batch), "select"))
     return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage)
 
 
 def load_more_or_switch(pht: PerformanceHistory, cands: Sequence[Candidate], current: str, depth: int,
                         objective: str, *, coverage: float, ppl_slack: float, horizon: int, batch: int = 1,
-                        switching: bool = True, loaded: set[tuple[str, int]] | None = None) -> Choice:
+                        switching: bool = True, loaded: set[tuple[str, int]] | None = None,
+                        exclude: frozenset[str] = frozenset()) -> Choice:
     """The breach counter tripped while ``current`` runs at ``depth``: load the next deeper exit
     of the current model that the PHT says covers ``coverage`` of the tokens (at least one exit
-    deeper), or switch to another candidate at its own greedy depth: whichever costs least."""
+    deeper), or switch to another candidate at its own greedy depth: whichever costs least.
+    Candidates in ``exclude`` (the controller's hysteresis: models left since the last
+    re-assessment) are not switched to."""
     by_name = {c.name: c for c in cands}
     cur = by_name[current]
     deeper = [d for d in cur.depths if d > depth]
@@ -146,9 +164,16 @@ def load_more_or_switch(pht: PerformanceHistory, cands: Sequence[Candidate], cur
         options.append((estimate(pht, cur, depth, batch), "stay"))
     if switching:
         for c in cands:
-            if c.name != current:
-                options.append((estimate(pht, c, greedy_depth(pht, c, coverage), batch), "switch"))
+            if c.name != current and c.name not in exclude:
+                options += [(estimate(pht, c, d, batch), "switch") for d in _depths(pht, c, coverage)]
     return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage)
+
+
+def _depths(pht: PerformanceHistory, cand: Candidate, coverage: float) -> tuple[int, ...]:
+    """The depths a candidate is offered at: its greedy depth and every deeper exit, so that the
+    shallowest one accurate enough wins (a greedy depth can cost more perplexity than allowed)."""
+    g = greedy_depth(pht, cand, coverage)
+    return tuple(d for d in cand.depths if d >= g)
 
 
 def batch_for_memory(fig: DepthFigures, memory_mb: float | None, context_tokens: int, cap: int) -> int:

@@ -139,6 +139,11 @@ class PerformanceHistory:
         row.add(obs)
         return row
 
+    def forget(self, models: set[str]) -> None:
+        """Drop every row of ``models``: a re-assessment measures them afresh on today's traffic
+        (rows from before a task change would otherwise outvote the evaluation's few prompts)."""
+        self.rows = {k: r for k, r in self.rows.items() if k[0] not in models}
+
     def of(self, model: str) -> list[Row]:
         return [r for (m, _), r in sorted(self.rows.items()) if m == model]
 

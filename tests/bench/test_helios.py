@@ -26,14 +26,20 @@ def test_json_has_the_ratios_per_load_every_policy_and_a_plot(tmp_path: Path) ->
         assert KEYS <= set(cell)
         assert all(cell[k] > 0 for k in KEYS)
         pol = cell["policies"]
-        assert {"helios", "helios-no-switching", "helios-no-partial", "static-ee-lm-s", "static-ee-lm-xs",
-                "fixed-ee-lm-s-d1", "fixed-ee-lm-s-d4", "fixed-ee-lm-xs-d2"} <= set(pol)
+        assert {"helios", "helios-no-switching", "helios-no-partial", "static-ee-lm-s", "static-ee-lm-xs", "static-ee-lm-code",
+                "fixed-ee-lm-s-d1", "fixed-ee-lm-s-d4", "fixed-ee-lm-xs-d2", "fixed-ee-lm-code-d8"} <= set(pol)
         h = pol["helios"]
         assert {"tokens_per_s", "ttft_p50_s", "ttft_p99_s", "perplexity", "cpu_s_per_token", "mean_batch", "exits",
-                "loads", "switches"} <= set(h)
+                "loads", "switches", "loaded_more", "breach_trips", "perplexity_by_task"} <= set(h)
+        assert set(h["perplexity_by_task"]) == {"shakespeare", "python"}
         assert sum(h["exits"].values()) == 40 * out["new_tokens"]
-    assert set(out["segments"]) == {"shakespeare", "python"}
+    assert set(out["segments"]) == {"shakespeare", "python"} and out["tau"] == 0.4
+    # the per-segment accuracy at equal depth (ee-lm-s and ee-lm-code share exits 2 and 4)
+    assert {"2", "4"} <= set(out["best_whole_stream_at_depth"]) and isinstance(out["selection_matters"], list)
     live = out["live"]["light"]
     assert live["helios"]["completed"] == 40 and live["throughput_vs_best_fixed_whole"] > 0
+    # the static baseline live: the early-exit variant, one prompt at a time
+    assert live["static-ee-lm-s"]["completed"] == 40 and live["static-ee-lm-s"]["mean_batch"] == 1.0
+    assert live["throughput_vs_best_static"] > 0
     assert sum(live["helios"]["exits"].values()) == 40 * out["new_tokens"]
     assert png.stat().st_size > 0

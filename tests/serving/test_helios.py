@@ -4,14 +4,13 @@ no candidate can serve is rejected with the reasons."""
 
 from __future__ import annotations
 
-import inspect
 import json
-import random
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 import redis
 from typer.testing import CliRunner
@@ -22,16 +21,15 @@ from adaserve.broker.events import HeliosEvaluated, HeliosSwitched
 from adaserve.broker.messages import Generation
 from adaserve.cli import app
 from adaserve.models import Vocabulary
-from adaserve.models.lm.prompts import sample_prompts
+from adaserve.models.lm.prompts import drifting_prompts
 from adaserve.planner.config import PlannerConfig
 from adaserve.planner.helios import HeliosParams
 from adaserve.planner.service import Planner
 from adaserve.producers import Client
 from adaserve.workers import Worker, WorkerConfig
 
-# Today's candidates: the two early-exit character models share one vocabulary and the family
-# "ee-lm". (After the HELIOS models land: family "lm", with ee-lm-code among the candidates.)
-FAMILY, MODELS = "ee-lm", ("ee-lm-xs", "ee-lm-s")
+# The family's candidates: three early-exit character models on one shared vocabulary.
+FAMILY, MODELS = "lm", ("ee-lm-xs", "ee-lm-s", "ee-lm-code")
 
 
 @contextmanager
@@ -53,21 +51,10 @@ def helios_pipeline(settings: Settings, params: HeliosParams) -> Iterator[None]:
         assert not any(t.is_alive() for t in threads)
 
 
-def drifting(vocab: Vocabulary, n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """Held-out Shakespeare, then Python source (the standard library's, characters outside the
-    vocabulary as spaces): the stand-in for ``models.lm.prompts.drifting_prompts``."""
-    toks, _ = sample_prompts(n // 2, 32, seed=seed)
-    out = [("shakespeare", vocab.decode(t)) for t in toks]
-    src = inspect.getsource(__import__("argparse"))
-    rng = random.Random(seed)
-    for _ in range(n - n // 2):
-        s = rng.randrange(len(src) - 40)
-        out.append(("python", "".join(c if c in vocab.chars else " " for c in src[s:s + 32])))
-    return out
-
-
-def _job(vocab: Vocabulary, prompts: list[str], model: str = FAMILY) -> Job:
-    reqs = [Request(id=f"r{i}", kind="generate", inputs={"tokens": Tensor.from_numpy(vocab.encode(p))},
+def _job(vocab: Vocabulary, prompts: list[str], model: str = FAMILY, tau: float = HeliosParams().tau) -> Job:
+    # the threshold HELIOS judges exits by travels with each request (the runner's ``tau`` input)
+    t = Tensor.from_numpy(np.array([tau], np.float32))
+    reqs = [Request(id=f"r{i}", kind="generate", inputs={"tokens": Tensor.from_numpy(vocab.encode(p)), "tau": t},
                     generation=Generation(max_new_tokens=16)) for i, p in enumerate(prompts)]
     return Job(id=f"h-{uuid.uuid4().hex[:12]}", model=model, reply_to="x",
                slo=Slo(deadline_ms=120_000, objective="throughput"), requests=reqs)
@@ -80,10 +67,10 @@ def _events(r: redis.Redis[bytes], settings: Settings) -> list[object]:
 def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_depth(
         settings: Settings, r: redis.Redis[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     vocab = Vocabulary.of(MODELS[0], settings.data_dir)
-    stream = drifting(vocab, 48)
-    # Today's models breach tau = 0.8 on most tokens of either task (they are small); a low
-    # coverage lets the decisions tell them apart. The defaults are for the HELIOS models.
-    params = HeliosParams(eval_prompts=3, reassess=24, coverage=0.1, ppl_slack=10.0, horizon_tokens=200)
+    # every default but the intervals, shortened to the stream: evaluations of 8 prompts (a 32-
+    # character prompt's perplexity swings 2x within a task, so fewer let one easy prompt decide)
+    stream = drifting_prompts(96, seed=0)  # also passes with seeds 1 and 2
+    params = HeliosParams(eval_prompts=8, reassess=32, horizon_tokens=200)
     with helios_pipeline(settings, params), Client(settings) as c:
         results = []
         for i in range(0, len(stream), 4):  # in order, a few prompts at a time
@@ -99,9 +86,11 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     evaluated = [e for e in evs if isinstance(e, HeliosEvaluated)]
     switched = [e for e in evs if isinstance(e, HeliosSwitched)]
     assert evaluated and evaluated[0].family == FAMILY
-    assert len(switched) >= 1, [(e.event, e.model, e.depth) for e in evs if getattr(e, "event", "").startswith("helios")]
+    assert len(switched) >= 1, [(e.event, e.model, e.depth, getattr(e, "options", None)) for e in evs
+                               if getattr(e, "event", "").startswith("helios")]
     assert all(o["model"] in MODELS for o in switched[0].options)
-    assert {res.model for res in results} == set(MODELS)  # evaluation and switching used both
+    served = {res.model for res in results}
+    assert served <= set(MODELS) and len(served) >= 2  # evaluation and switching used the shortlist
     table = unpack(r.get(Keys(settings.namespace).helios_table(FAMILY)) or b"")
     assert table["family"] == FAMILY and table["rows"]
     # what the user sees: the PHT from the CLI, and the switches from `adaserve tail`
@@ -112,7 +101,8 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     out = runner.invoke(app, ["helios", "pht", FAMILY, "--json"])
     assert out.exit_code == 0, out.output
     shown = json.loads(out.output.splitlines()[0])
-    assert shown["family"] == FAMILY and {row["model"] for row in shown["rows"]} == set(MODELS)
+    # (a re-assessment drops its candidates' rows first: the table may hold only what it measured since)
+    assert shown["family"] == FAMILY and shown["rows"] and {row["model"] for row in shown["rows"]} <= served
     out = runner.invoke(app, ["helios", "pht"])
     assert out.exit_code == 0 and "tokens_per_s" in out.output
     out = runner.invoke(app, ["tail", "--no-follow", "--json", "-n", "50", "--type", "helios.switched"])
@@ -125,7 +115,7 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
 def test_a_family_no_candidate_can_serve_is_rejected_with_the_reasons(settings: Settings) -> None:
     vocab = Vocabulary.of(MODELS[0], settings.data_dir)
     with helios_pipeline(settings, HeliosParams()), Client(settings) as c:
-        # ee-lm-xs's context is 64 tokens and ee-lm-s's 128: a 200-character prompt fits neither
+        # ee-lm-xs's context is 64 tokens, ee-lm-s's and ee-lm-code's 128: a 200-character prompt fits none
         res = c.submit(_job(vocab, ["ROMEO:\n" * 30])).result(60)
     assert not res.ok
     reason = res.results[0].reason

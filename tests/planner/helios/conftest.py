@@ -1,5 +1,6 @@
 """Constructed candidates (plain figures, no model files): a small model that suits task "a" and a
-deeper one that suits task "b"."""
+deeper one that suits task "b". Their partial depths cost 1-2% perplexity against the whole
+model, as the real ones' do (ee-lm-s: 1.4% at depth 2 of 4 on Shakespeare)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ def figures(depth: int, rate: float, ppl: float, *, load_s: float = 0.05, weight
 
 
 def small() -> Candidate:
-    return Candidate("small", "lm", 0.8, {1: figures(1, 400.0, 6.0), 2: figures(2, 250.0, 5.5)})
+    return Candidate("small", "lm", 0.8, {1: figures(1, 400.0, 5.6), 2: figures(2, 250.0, 5.5)})
 
 
 def deep() -> Candidate:
-    return Candidate("deep", "lm", 0.8, {d: figures(d, 600.0 / d, 6.2 - 0.2 * d, weight_mb=2.0)
+    return Candidate("deep", "lm", 0.8, {d: figures(d, 600.0 / d, 4.7 - 0.0125 * d, weight_mb=2.0)
                                          for d in (2, 4, 6, 8)})
 
 

@@ -34,8 +34,8 @@ def test_evaluates_each_candidate_then_serves_the_choice_at_its_greedy_depth(can
     assert all(d == h.by_name[m].max_depth for m, d, _ in served)
     events = run(h, 1, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
     assert h.phase == "evaluate" and not events  # results of the evaluation prompts not in yet
-    for m, d in (("small", 2), ("deep", 8)):
-        h.observe(BatchObs(m, d, 3, 0.05, tuple(ItemStats(16, 0, (0, 16, 0) if m == "small" else
+    for m, d, secs in (("small", 2, 0.05), ("deep", 8, 0.2)):  # deep is the slower one on this traffic
+        h.observe(BatchObs(m, d, 3, secs, tuple(ItemStats(16, 0, (0, 16, 0) if m == "small" else
                                                           (0, 0, 16, 0, 0, 0, 0, 0, 0), 5.0) for _ in range(3))))
     assert h.phase == "serve"
     assert (h.model, h.depth) == ("small", 1)  # every token confident at exit 1: depth 1 covers them
@@ -90,3 +90,31 @@ def test_an_evaluation_whose_results_never_all_come_back_still_ends(cands: list[
         h.dispatched(model, depth, 1)
     events = h.observe(BatchObs("deep", 8, 1, 0.01, (ItemStats(16, 0, tuple([0] * 8 + [16]), 5.0),)))
     assert h.phase == "serve" and [e for e, _ in events] == ["helios.evaluated"]
+
+
+def test_a_breach_never_switches_back_before_the_next_reassessment(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=10_000))
+    run(h, 10, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
+    assert (h.model, h.counts["switches"]) == ("small", 0)
+    # small breaches and does worse than deep did: a trip switches to deep
+    run(h, 20, {"small": (14, 1, 1), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 6.0, "deep": 5.0})
+    assert (h.model, h.counts["switches"]) == ("deep", 1)
+    # now deep breaches and does worse than small's last figures: small looks better again on
+    # stale rows, but going back is the re-assessment's call, not a breach's
+    events = run(h, 40, {"small": (14, 1, 1), "deep": (16, 0, 0, 0, 0, 0, 0, 0, 0)}, {"small": 6.0, "deep": 7.0})
+    assert h.counts["breach_trips"] >= 3 and "helios.switched" not in events
+    assert (h.model, h.counts["switches"]) == ("deep", 1)
+
+
+def test_a_reassessment_replaces_a_candidates_rows_only_when_its_evaluation_reports(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=6))
+    table = {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}
+    run(h, 4, table, {"small": 5.0, "deep": 5.0})  # the first evaluation
+    while h.phase == "serve":
+        run(h, 1, table, {"small": 5.0, "deep": 5.0})
+    # the re-assessment has begun: the table still holds what was measured so far
+    assert h.pht.rows and h.snapshot()["rows"]
+    served = {k for k in h.pht.rows if k[0] == "small"}
+    run(h, 1, table, {"small": 5.0, "deep": 5.0})  # small's first evaluation result
+    assert {k for k in h.pht.rows if k[0] == "small"} == {("small", 2)} and served >= {("small", 1)}
+    assert h.pht.rows[("small", 2)].prompts == 1

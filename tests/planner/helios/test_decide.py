@@ -17,6 +17,18 @@ def test_shortlist_orders_competent_candidates_by_the_objective(cands: list[Cand
     assert [c.name for c in shortlist([junk, *cands], "throughput", 3)][-1] == "junk"
 
 
+def test_shortlist_keeps_each_tasks_most_accurate_candidate_before_faster_generalists() -> None:
+    def model(name: str, rate: float, a: float, b: float) -> Candidate:
+        f = figures(1, rate, 1.0)
+        return Candidate(name, "lm", 0.8, {1: DepthFigures(1, f.tokens_per_s, f.ttft_s, f.weight_bytes,
+                                                           f.kv_bytes_per_token, f.load_s, f.cpu_s_per_token,
+                                                           {"a": a, "b": b}, f.exit_share)})
+    prose, code, quick = model("prose", 100.0, 6.0, 6.0), model("code", 200.0, 8.0, 4.0), model("quick", 900.0, 7.0, 6.5)
+    assert [c.name for c in shortlist([prose, code, quick], "throughput", 2)] == ["code", "prose"]
+    assert [c.name for c in shortlist([prose, code, quick], "throughput", 3)] == ["quick", "code", "prose"]
+    assert [c.name for c in shortlist([prose, code, quick], "throughput", 1)] == ["code"]
+
+
 def test_greedy_depth_is_the_shallowest_exit_covering_the_share() -> None:
     pht = PerformanceHistory()
     pht.record(obs("deep", 8, (1, 0, 6, 0, 1, 0, 1, 0, 1)))  # exits at 2: 6/10, at 4: 7/10, at 6: 8/10
@@ -85,3 +97,22 @@ def test_memory_turns_into_batch_size() -> None:
     assert b8 < b2 and b8 >= 1
     assert batch_for_memory(fig, None, 128, 32) == 32
     assert batch_for_memory(deeper, 1.0, 128, 32) == 1
+
+
+def test_accuracy_comes_before_confidence(cands: list[Candidate]) -> None:
+    pht = PerformanceHistory()
+    # the deep model is confident at exit 2 on every token but far worse on this task; the small
+    # one is unsure (half its tokens breach) and accurate: confidence must not buy the deep one in
+    pht.record(obs("small", 2, (8, 4, 4), ppl=5.0, secs=0.05))
+    pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0), ppl=9.0, secs=0.05))
+    c = choose(pht, cands, "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000)
+    assert c.model == "small"
+    assert any(o["model"] == "deep" and o["coverage"] == 1.0 for o in c.options)
+
+
+def test_the_pht_forgets_what_a_reassessment_measures_afresh() -> None:
+    pht = PerformanceHistory()
+    pht.record(obs("small", 2, (0, 16, 0)))
+    pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0)))
+    pht.forget({"small"})
+    assert [m for m, _ in pht.rows] == ["deep"] and pht.exit_share("small", 2) is None
