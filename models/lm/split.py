@@ -24,11 +24,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from adaserve.broker.errors import BuildError
-from adaserve.models.chain import Chain, export
-from adaserve.models.fp16 import fp16_check
+from adaserve.models.chain import Chain
 from adaserve.models.lm.gpt import Block, EarlyExitGpt
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
 from adaserve.models.node_times import NODE_TIMES, choice_of, shipped
+from adaserve.models.split_export import export_and_check
 
 NAME = "ee-lm-s-split"
 SOURCE_MODEL = "ee-lm-s"
@@ -120,14 +120,6 @@ def chain() -> tuple[Chain, list[str], Any, str, str]:
     return Chain(modules).eval(), names, feed, "tokens", "logits"
 
 
-def _session(path: Path) -> Any:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
-
 def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progress) -> ModelInfo:
     """Export whole + parts and check them; nothing is trained (``seed`` unused, ``tiny`` checks fewer windows)."""
     t0 = time.perf_counter()
@@ -142,24 +134,9 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     cut = choice_of(times)
     p1, p2 = whole_net.split(cut)
     tokens = held_out(64 if tiny else HELD_OUT)
-    example = torch.from_numpy(tokens[:2])
-    with torch.no_grad():
-        inter = p1(example)
-        ref = whole_net(torch.from_numpy(tokens)).numpy()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    export(whole_net, example, out_dir / "whole.onnx", "tokens", "logits")
-    export(p1, example, out_dir / "part1.onnx", "tokens", "intermediate")
-    export(p2, inter, out_dir / "part2.onnx", "intermediate", "logits")
-    progress.update(task, advance=1, description=f"{NAME}: checking split = whole")
-    whole_s, p1_s, p2_s = (_session(out_dir / f) for f in ("whole.onnx", "part1.onnx", "part2.onnx"))
-    whole = whole_s.run(None, {"tokens": tokens})[0]
-    mid = p1_s.run(None, {"tokens": tokens})[0]
-    chained = p2_s.run(None, {"intermediate": mid})[0]
-    split_diff = float(np.abs(chained - whole).max())
-    torch_diff = float(np.abs(whole - ref).max())
-    if split_diff > SPLIT_TOLERANCE:
-        raise BuildError(f"part2(part1(x)) differs from whole(x) by {split_diff:.3g} > {SPLIT_TOLERANCE}")
-    fp16 = fp16_check(lambda m: p2_s.run(None, {"intermediate": m})[0], mid, chained)
+    progress.update(task, advance=1, description=f"{NAME}: exporting and checking split = whole")
+    check = export_and_check(whole_net, p1, p2, tokens, "tokens", out_dir, SPLIT_TOLERANCE)
+    whole, split_diff, torch_diff, fp16 = check.whole, check.split_diff, check.torch_diff, check.fp16
     # Next-character accuracy on the held-out windows: the variant's quality.
     from adaserve.models.lm.corpus import load_corpus
 
@@ -169,7 +146,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     accuracy = round(float((whole.argmax(1) == val[starts + PROMPT_LEN]).mean()), 4)
     progress.update(task, advance=1, description=f"{NAME}: writing manifest")
     tok_spec = {"tokens": InputSpec(shape=(PROMPT_LEN,), dtype="int64")}
-    mid_spec = {"intermediate": InputSpec(shape=tuple(int(d) for d in mid.shape[1:]), dtype="float32")}
+    mid_spec = {"intermediate": InputSpec(shape=check.mid_shape, dtype="float32")}
     sizes = {f: (out_dir / f).stat().st_size for f in ("whole.onnx", "part1.onnx", "part2.onnx")}
     common = {"cut": cut, "units": len(names), "split_after": names[cut - 1],
               "tail_share": times["split"]["tail_share"],

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from adaserve.broker.errors import InvalidMessage, ModelNotFound
-from adaserve.models.effnet.export import export_onnx
+from adaserve.models.chain import export as export_onnx
 from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo
 from adaserve.workers.runtime.parts import PartRunner
 
