@@ -133,13 +133,7 @@ class EarlyExitGpt(nn.Module):
 
     def prefill(self, idx: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, KvCache, torch.Tensor]:
         """Run padded prompts; returns (last-position logits at the deepest exit, cache, positions)."""
-        t = idx.shape[1]
-        pos = (valid.long().cumsum(1) - 1).clamp(min=0)
-        causal = torch.ones(t, t, dtype=torch.bool, device=idx.device).tril()
-        # Pad queries may see themselves: a row with no allowed key would make SDPA return NaN.
-        eye = torch.eye(t, dtype=torch.bool, device=idx.device)
-        mask = (causal & (valid[:, None, :] | eye))[:, None, :, :]
-        x = self.tok(idx.clamp(min=0)) + self.pos(pos)
+        x, mask, pos = self._prompt(idx, valid)
         cache: KvCache = []
         for block in self.blocks:
             x, kv = block(x, mask)
@@ -157,6 +151,16 @@ class EarlyExitGpt(nn.Module):
             new.append(kv2)
         return self._head(x[:, -1]), new
 
+    def _prompt(self, idx: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Left-padded prompts' embeddings, their causal mask over real tokens, and positions."""
+        t = idx.shape[1]
+        pos = (valid.long().cumsum(1) - 1).clamp(min=0)
+        causal = torch.ones(t, t, dtype=torch.bool, device=idx.device).tril()
+        # Pad queries may see themselves: a row with no allowed key would make SDPA return NaN.
+        eye = torch.eye(t, dtype=torch.bool, device=idx.device)
+        mask = (causal & (valid[:, None, :] | eye))[:, None, :, :]
+        return self.tok(idx.clamp(min=0)) + self.pos(pos), mask, pos
+
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         return self.exits[str(self.exit_depths[-1])](h)
 
@@ -164,12 +168,7 @@ class EarlyExitGpt(nn.Module):
                       ) -> tuple[dict[int, torch.Tensor], KvCache, torch.Tensor, torch.Tensor]:
         """Like ``prefill``, but the last position's logits at every loaded exit, and the deepest
         exit's logits at every position [B, T, V] (the prompt's own perplexity comes from them)."""
-        t = idx.shape[1]
-        pos = (valid.long().cumsum(1) - 1).clamp(min=0)
-        causal = torch.ones(t, t, dtype=torch.bool, device=idx.device).tril()
-        eye = torch.eye(t, dtype=torch.bool, device=idx.device)
-        mask = (causal & (valid[:, None, :] | eye))[:, None, :, :]
-        x = self.tok(idx.clamp(min=0)) + self.pos(pos)
+        x, mask, pos = self._prompt(idx, valid)
         cache: KvCache = []
         last: dict[int, torch.Tensor] = {}
         for i, block in enumerate(self.blocks, start=1):
