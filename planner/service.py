@@ -236,8 +236,11 @@ class Planner:
         for req in todo:
             sched.add(Pending(job.id, req.id, job.app, job.model, arrival_s, deadline_s,
                               job.priority, (held, req), floor=floor, job_size=n), now_s)
-        self._event("job.accepted", job_id=job.id, app=job.app, model=job.model, run=job.run,
-                    requests=len(job.requests), deadline_ms=job.slo.deadline_ms, submitted_ms=float(e.ms))
+        # Stamped with the read's time, when admission decided, as a refusal is: registering the
+        # read's jobs takes a round trip, and the simulator replays when each job was read.
+        self._event_at(self._read_ms, "job.accepted", {
+            "job_id": job.id, "app": job.app, "model": job.model, "run": job.run, "requests": len(job.requests),
+            "deadline_ms": job.slo.deadline_ms, "submitted_ms": float(e.ms)})
 
     def _repository(self) -> Repository:
         if self._repo is None:
@@ -453,6 +456,9 @@ class Planner:
             self._admit(got)
 
     def _event(self, name: str, **body: object) -> None:
-        self._pipe.xadd(self.keys.telemetry, {b"m": streams.event_bytes(event=name, ts=self.now_ms(), **body)},
+        self._event_at(self.now_ms(), name, body)
+
+    def _event_at(self, ts: float, name: str, body: dict[str, object]) -> None:
+        self._pipe.xadd(self.keys.telemetry, {b"m": streams.event_bytes(event=name, ts=ts, **body)},
                         maxlen=self.settings.telemetry_maxlen, approximate=True)
 
