@@ -15,6 +15,7 @@ from torch import nn
 from adaserve.broker.errors import BuildError
 from adaserve.models.chain import export
 from adaserve.models.fp16 import fp16_check
+from adaserve.models.manifest import InputSpec, VariantInfo
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -61,3 +62,21 @@ def export_and_check(whole_net: nn.Module, part1: nn.Module, part2: nn.Module, i
         raise BuildError(f"part2(part1(x)) differs from whole(x) by {split_diff:.3g} > {tolerance}")
     fp16 = fp16_check(lambda m: p2_s.run(None, {"intermediate": m})[0], mid, chained)
     return SplitCheck(whole, tuple(int(d) for d in mid.shape[1:]), split_diff, float(np.abs(whole - ref).max()), fp16)
+
+
+def split_variants(check: SplitCheck, inputs: dict[str, InputSpec], accuracy: float, common: dict[str, Any],
+                   out_dir: Path) -> list[VariantInfo]:
+    """The ``whole``, ``part1`` and ``part2`` variants of a split model's manifest; ``common``: the
+    cut's figures both parts carry. Part 1 hands its output on as float16 when the check passed."""
+    mid_spec = {"intermediate": InputSpec(shape=check.mid_shape, dtype="float32")}
+    sizes = {f: (out_dir / f).stat().st_size for f in FILES}
+    wire = {"intermediate_dtype": "float16"} if check.fp16["ok"] else {}
+    return [
+        VariantInfo(name="whole", kind="whole", artifacts=["whole.onnx"], inputs=inputs,
+                    metric="accuracy", quality=accuracy, extra={"bytes": sizes["whole.onnx"]}),
+        VariantInfo(name="part1", kind="part", artifacts=["part1.onnx"], inputs=inputs,
+                    extra={"part": 1, "next": "part2", "bytes": sizes["part1.onnx"],
+                           "out_shape": list(check.mid_shape), **common, "fp16_ok": check.fp16, **wire}),
+        VariantInfo(name="part2", kind="part", artifacts=["part2.onnx"], inputs=mid_spec,
+                    metric="accuracy", quality=accuracy, extra={"part": 2, "bytes": sizes["part2.onnx"], **common}),
+    ]

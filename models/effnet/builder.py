@@ -14,9 +14,9 @@ import rich.progress
 from adaserve.broker.errors import BuildError
 from adaserve.models.effnet.export import load_pretrained, split, split_after
 from adaserve.models.effnet.photos import IMAGE_SIZE, MEAN, PHOTOS, STD, class_names, top1_correct, validation_set
-from adaserve.models.manifest import InputSpec, ModelInfo, Normalize, VariantInfo, artifact_hashes
+from adaserve.models.manifest import InputSpec, ModelInfo, Normalize, artifact_hashes
 from adaserve.models.node_times import NODE_TIMES, shipped
-from adaserve.models.split_export import export_and_check
+from adaserve.models.split_export import export_and_check, split_variants
 
 if TYPE_CHECKING:
     pass
@@ -48,7 +48,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
         images, records = images[::4], records[::4]  # one view of each photo
     progress.update(task, advance=1, description=f"{NAME}: exporting ONNX")
     check = export_and_check(net, part1, part2, images, "image", out_dir, SPLIT_TOLERANCE)
-    whole, split_diff, torch_diff, fp16 = check.whole, check.split_diff, check.torch_diff, check.fp16
+    whole, split_diff, torch_diff = check.whole, check.split_diff, check.torch_diff
     progress.update(task, advance=1, description=f"{NAME}: checked split = whole")
     progress.update(task, advance=1, description=f"{NAME}: checking labels on photos")
     correct = top1_correct(whole, records)
@@ -65,22 +65,9 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
 
     image_spec = {"image": InputSpec(shape=(3, IMAGE_SIZE, IMAGE_SIZE), dtype="float32",
                                      normalize=Normalize(mean=(MEAN,), std=(STD,)))}
-    mid_spec = {"intermediate": InputSpec(shape=check.mid_shape, dtype="float32")}
-    sizes = {f: (out_dir / f).stat().st_size for f in ("whole.onnx", "part1.onnx", "part2.onnx")}
     common = {"split_after_block": k, "blocks": len(net._blocks), "tail_share": times["split"]["tail_share"],
               "node_times": {"device": times["device"], "batch": times["batch"]}}
-    wire = {"intermediate_dtype": "float16"} if fp16["ok"] else {}
-    variants = [
-        VariantInfo(name="whole", kind="whole", artifacts=["whole.onnx"], inputs=image_spec,
-                    metric="accuracy", quality=accuracy, extra={"bytes": sizes["whole.onnx"]}),
-        VariantInfo(name="part1", kind="part", artifacts=["part1.onnx"], inputs=image_spec,
-                    extra={"part": 1, "next": "part2", "bytes": sizes["part1.onnx"],
-                           "out_shape": list(mid_spec["intermediate"].shape), **common,
-                           "fp16_ok": fp16, **wire}),
-        VariantInfo(name="part2", kind="part", artifacts=["part2.onnx"], inputs=mid_spec,
-                    metric="accuracy", quality=accuracy,
-                    extra={"part": 2, "bytes": sizes["part2.onnx"], **common}),
-    ]
+    variants = split_variants(check, image_spec, accuracy, common, out_dir)
     info = ModelInfo(
         name=NAME, family="effnet", task="image-classification",
         description=(f"pretrained EfficientNet-Lite0 (ImageNet, 1000 classes, 224x224 RGB scaled "

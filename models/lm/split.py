@@ -26,9 +26,9 @@ from torch.nn import functional as F
 from adaserve.broker.errors import BuildError
 from adaserve.models.chain import Chain
 from adaserve.models.lm.gpt import Block, EarlyExitGpt
-from adaserve.models.manifest import InputSpec, ModelInfo, VariantInfo, artifact_hashes
+from adaserve.models.manifest import InputSpec, ModelInfo, artifact_hashes
 from adaserve.models.node_times import NODE_TIMES, choice_of, shipped
-from adaserve.models.split_export import export_and_check
+from adaserve.models.split_export import export_and_check, split_variants
 
 NAME = "ee-lm-s-split"
 SOURCE_MODEL = "ee-lm-s"
@@ -136,7 +136,7 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     tokens = held_out(64 if tiny else HELD_OUT)
     progress.update(task, advance=1, description=f"{NAME}: exporting and checking split = whole")
     check = export_and_check(whole_net, p1, p2, tokens, "tokens", out_dir, SPLIT_TOLERANCE)
-    whole, split_diff, torch_diff, fp16 = check.whole, check.split_diff, check.torch_diff, check.fp16
+    whole, split_diff, torch_diff = check.whole, check.split_diff, check.torch_diff
     # Next-character accuracy on the held-out windows: the variant's quality.
     from adaserve.models.lm.corpus import load_corpus
 
@@ -146,21 +146,10 @@ def build(out_dir: Path, *, tiny: bool, seed: int, progress: rich.progress.Progr
     accuracy = round(float((whole.argmax(1) == val[starts + PROMPT_LEN]).mean()), 4)
     progress.update(task, advance=1, description=f"{NAME}: writing manifest")
     tok_spec = {"tokens": InputSpec(shape=(PROMPT_LEN,), dtype="int64")}
-    mid_spec = {"intermediate": InputSpec(shape=check.mid_shape, dtype="float32")}
-    sizes = {f: (out_dir / f).stat().st_size for f in ("whole.onnx", "part1.onnx", "part2.onnx")}
     common = {"cut": cut, "units": len(names), "split_after": names[cut - 1],
               "tail_share": times["split"]["tail_share"],
               "node_times": {"device": times["device"], "batch": times["batch"]}}
-    wire = {"intermediate_dtype": "float16"} if fp16["ok"] else {}
-    variants = [
-        VariantInfo(name="whole", kind="whole", artifacts=["whole.onnx"], inputs=tok_spec,
-                    metric="accuracy", quality=accuracy, extra={"bytes": sizes["whole.onnx"]}),
-        VariantInfo(name="part1", kind="part", artifacts=["part1.onnx"], inputs=tok_spec,
-                    extra={"part": 1, "next": "part2", "bytes": sizes["part1.onnx"],
-                           "out_shape": list(mid_spec["intermediate"].shape), **common, "fp16_ok": fp16, **wire}),
-        VariantInfo(name="part2", kind="part", artifacts=["part2.onnx"], inputs=mid_spec,
-                    metric="accuracy", quality=accuracy, extra={"part": 2, "bytes": sizes["part2.onnx"], **common}),
-    ]
+    variants = split_variants(check, tok_spec, accuracy, common, out_dir)
     config = json.loads((src / "config.json").read_text())
     info = ModelInfo(
         name=NAME, family="lm-split", task="next-character",
