@@ -10,6 +10,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+HEARD_SPAN_MS = 100  # PlannerState.heard: finishes grouped by the 100 ms they fell in
+HEARD_QUANTILES = 5  # ... each group as its 0, 25, 50, 75 and 100 % quantiles
+HEARD_MAX_SPANS = 64  # per report (one covers a heartbeat: about 10)
+
 
 class _Ev(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -190,11 +194,25 @@ class PlannerReplanned(_Ev):
     after_accuracy: float | None = None
 
 
+class HeardSpan(BaseModel):
+    """The batches that finished in one span (from ``at_ms``, server clock): how many the planner
+    read of, and the quantiles (0, 25, 50, 75, 100 %) of how long after finishing, in ms."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    at_ms: float
+    batches: int = Field(ge=1)
+    quantiles_ms: list[float] = Field(min_length=HEARD_QUANTILES, max_length=HEARD_QUANTILES)
+
+
 class PlannerState(_Ev):
     """A planner's state, once per ``heartbeat_s``: what it holds and how long its decisions took.
 
     ``pending`` counts requests waiting per model; ``decisions`` and the percentiles cover the
-    scheduler calls (``next_batch``) since the previous report, in wall-clock ms."""
+    scheduler calls (``next_batch``) since the previous report, in wall-clock ms. ``heard``: how
+    long after each batch finished (its ``batch.finished`` time) the planner read of it, and so
+    freed its slot and fed the policy, per span of ``HEARD_SPAN_MS`` the finishes fell in (the
+    pipeline simulator replays this delay at the same moment of a run)."""
 
     event: Literal["planner.state"] = "planner.state"
     planner: str
@@ -204,6 +222,7 @@ class PlannerState(_Ev):
     decision_p50_ms: float | None = None
     decision_p99_ms: float | None = None
     decision_max_ms: float | None = None
+    heard: list[HeardSpan] = Field(default_factory=list, max_length=HEARD_MAX_SPANS)
 
 
 class PlacementFinished(_Ev):

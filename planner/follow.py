@@ -82,6 +82,7 @@ class Follower:
         self._known_groups: set[str] = set()
         self.unheard = _Unheard()
         self.on_finished: Callable[[Finished], None] | None = None  # HEFT's histories learn from each
+        self.on_heard: Callable[[float], None] | None = None  # told each finish's time as it is read
 
     def start(self) -> None:
         """Follow telemetry from now on; the workers alive now come from their registry hash."""
@@ -154,6 +155,8 @@ class Follower:
             self.unheard.tell(worker if isinstance(worker, str) else "?", body, exc)
 
     def _finished(self, ev: Finished, scheds: Mapping[str, Scheduler]) -> None:
+        if self.on_heard is not None:
+            self.on_heard(ev.ts)
         if self.on_finished is not None:
             self.on_finished(ev)
         sent = self.inflight.pop(ev.batch_id)

@@ -1,5 +1,5 @@
-"""The planner's periodic ``planner.state``: pending requests per model, held jobs and how long
-its scheduler decisions took since the last report.
+"""The planner's periodic ``planner.state``: pending requests per model, held jobs, how long
+its scheduler decisions took since the last report, and how late it heard of finished batches.
 
 Once per ``heartbeat_s``, never per request: the exporter turns it into queue-depth gauges and a
 decision-time summary, and ``adaserve health --planner`` reads the copy kept in the planners hash.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sized
 
-from adaserve.broker.events import PlannerState
+from adaserve.broker.events import HEARD_MAX_SPANS, HEARD_QUANTILES, HEARD_SPAN_MS, HeardSpan, PlannerState
 
 __all__ = ["StateReport"]
 
@@ -25,6 +25,7 @@ class StateReport:
         self.planner, self.interval_s = planner, interval_s
         self._ms: list[float] = []
         self._count = 0
+        self._heard: dict[int, list[float]] = {}  # span (finish ms // HEARD_SPAN_MS) -> lags
         self._next = 0.0
 
     @staticmethod
@@ -36,6 +37,13 @@ class StateReport:
         if len(self._ms) < MAX_SAMPLES:
             self._ms.append((time.perf_counter() - started) * 1000.0)
 
+    def heard(self, finished_ms: float, now_ms: float) -> None:
+        """A batch that finished at ``finished_ms`` read at ``now_ms``: live, a freed slot waits
+        that long for the planner, which the pipeline simulator has to know to predict a policy."""
+        lags = self._heard.setdefault(int(finished_ms // HEARD_SPAN_MS), [])
+        if len(lags) < MAX_SAMPLES:
+            lags.append(max(now_ms - finished_ms, 0.0))
+
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
@@ -43,14 +51,23 @@ class StateReport:
         """The report for the interval that ends now; the next one starts empty."""
         self._next = time.monotonic() + self.interval_s
         ms, count = sorted(self._ms), self._count
-        self._ms, self._count = [], 0
+        spans = sorted(self._heard.items())[-HEARD_MAX_SPANS:]
+        self._ms, self._count, self._heard = [], 0, {}
         return PlannerState(
             ts=now_ms, planner=self.planner, pending={m: len(s) for m, s in scheds.items()}, held_jobs=held_jobs,
             decisions=count, decision_p50_ms=_rank(ms, 0.50), decision_p99_ms=_rank(ms, 0.99),
             decision_max_ms=ms[-1] if ms else None,
+            heard=[HeardSpan(at_ms=span * HEARD_SPAN_MS, batches=len(lags), quantiles_ms=_quantiles(sorted(lags)))
+                   for span, lags in spans],
         )
 
 
 def _rank(ms: list[float], q: float) -> float | None:
     """Nearest-rank percentile of sorted values."""
     return ms[min(len(ms) - 1, int(q * len(ms)))] if ms else None
+
+
+def _quantiles(values: list[float]) -> list[float]:
+    """``HEARD_QUANTILES`` evenly spaced nearest-rank quantiles of sorted values (not empty)."""
+    steps = HEARD_QUANTILES - 1
+    return [round(values[min(len(values) - 1, i * len(values) // steps)], 3) for i in range(steps + 1)]

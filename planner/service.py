@@ -78,6 +78,7 @@ class Planner:
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
         self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
         self.report = StateReport(self.consumer, settings.heartbeat_s)
+        self.follow.on_heard = lambda finished_ms: self.report.heard(finished_ms, self.now_ms())
         # StarONNX's placement per batch (planner/heft), when configured
         self.heft = (LivePlacement.build(self.config.heft_profile, tuple(self.config.pool_kind), frozenset(self._splits))
                      if self.config.placement == "heft" else None)

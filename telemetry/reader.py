@@ -188,8 +188,16 @@ def shown_types(types: tuple[str, ...], heartbeats: bool = False) -> tuple[str, 
 
 
 def run_events(reader: TelemetryReader, run: str, *, since_ms: int | None = None) -> list[Event]:
-    """Every event of one run (``LoadOptions.run``): its jobs' and requests' events, and the
-    dispatch of each batch that served them (``batch.dispatched`` names no run)."""
+    """Every event of one run (``LoadOptions.run``): its jobs' and requests' events, the
+    dispatch of each batch that served them (``batch.dispatched`` names no run), and the
+    planners' ``planner.state`` reports made while it ran (how late they heard of finishes)."""
     evs = [x.event for x in reader.history(since_ms=since_ms)]
     mine = {e.batch_id for e in evs if e.event == "batch.finished" and run in attribute_values(e, "run")}
-    return [e for e in evs if getattr(e, "batch_id", None) in mine or run in attribute_values(e, "run")]
+    ours = [getattr(e, "batch_id", None) in mine or run in attribute_values(e, "run") for e in evs]
+    stamps = [e.ts for e, o in zip(evs, ours) if o]
+    if not stamps:
+        return []
+    first, last = min(stamps), max(stamps)
+    # a report covers the heartbeat before it: the first one after the run's end still does
+    after = min((e.ts for e in evs if e.event == "planner.state" and e.ts > last), default=last)
+    return [e for e, o in zip(evs, ours) if o or (e.event == "planner.state" and first < e.ts <= after)]

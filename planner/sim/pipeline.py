@@ -24,6 +24,9 @@ around them, with the costs a ``Calibration`` measured:
   slows when the machine does): replaying the run's own jobs, among the live batches dispatched
   within 10 ms of the same moment; the policy is told the runner's share of it (``e0 + e1 k``),
   as the live worker reports;
+* the planner hears of a finished batch (its slot free, the policy's feedback, the admission
+  control's count) as late as the live planner heard of the batches finishing at the same moment
+  of the run (``Calibration.heard_ms``);
 * a request is on time when its batch finishes by its deadline.
 
 Pure: no clock, no Redis; the policy objects are the live ones.
@@ -36,6 +39,7 @@ import itertools
 
 import numpy as np
 
+from adaserve.broker.events import HEARD_SPAN_MS
 from adaserve.planner.core import Pending, Scheduler, batch_feedback
 from adaserve.planner.overload import Overload
 from adaserve.planner.sim.calibrate import Calibration
@@ -99,6 +103,9 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     resid = _Draw(cal.service_residual_ms, True, rng)
     transfer = _Draw(cal.transfer_run_ms or [cal.transfer_ms], bool(cal.transfer_run_ms), rng)
     timed = None
+    # how late the planner heard of the batches that finished in the same span of the run: a
+    # stall of its loop delays every finish of the moment, which independent draws would spread
+    heard = _TimedDraw(cal.heard_ms, cal.heard_run_ms, rng, window_ms=0.6 * HEARD_SPAN_MS) if cal.heard_ms else None
     step = _Draw(cal.step_ms, cal.step_ordered, rng)
     lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
@@ -125,6 +132,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         for sec, done in cal.drained:
             overload.finished(model, done, float(sec))
     running: list[tuple[float, int, list[Pending], float, float, bool]] = []  # (finish, tie, batch, sent, exec, busy)
+    noticed: list[tuple[float, int, list[Pending], float, float, bool, float]] = []  # (heard, ..., finish)
     tie = itertools.count()
     inflight, lane_free, nxt_job = 0, 0.0, 0
     wait = Ewma()  # dispatch-to-start plus the worker's time around the runner, as the planner keeps it
@@ -140,12 +148,16 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
 
     now = t_first
     gate = t_first  # the planner's loop can dispatch again from here on
-    while nxt_job < n_jobs or running or len(scheduler):
-        while running and running[0][0] <= now:  # finished batches: slots free, feedback learnt
+    while nxt_job < n_jobs or running or noticed or len(scheduler):
+        while running and running[0][0] <= now:  # finished: results out; the planner hears later
             fin, _, batch, sent, exec_s, was_busy = heapq.heappop(running)
-            inflight -= 1
             end([p for p in batch if fin <= p.deadline + 1e-12], 1)
             end([p for p in batch if fin > p.deadline + 1e-12], 2)
+            late = heard((fin - t_first) * 1e3) if heard is not None else 0.0
+            heapq.heappush(noticed, (fin + late, next(tie), batch, sent, exec_s, was_busy, fin))
+        while noticed and noticed[0][0] <= now:  # the planner reads of it: slot free, feedback learnt
+            _, _, batch, sent, exec_s, was_busy, fin = heapq.heappop(noticed)
+            inflight -= 1
             gap = max(fin - exec_s - sent, 0.0)
             wait.add(gap)
             if not was_busy:
@@ -192,8 +204,11 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         times = [float(seen[order[nxt_job]]) if nxt_job < n_jobs else np.inf]
         if running:
             times.append(running[0][0])
+        if noticed:
+            times.append(noticed[0][0])
         if len(scheduler):
-            times.append(max(gate, now) if inflight < slots else max(gate, running[0][0] + WAKE_S))
+            freed = [x[0] for x in noticed[:1]] + [x[0] for x in running[:1]]
+            times.append(max(gate, now) if inflight < slots else max(gate, min(freed) + WAKE_S))
         nxt = min(times)
         if not np.isfinite(nxt):  # nothing else will happen: let the policy expire what is left
             first = scheduler.earliest_deadline()

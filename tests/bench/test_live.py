@@ -82,6 +82,11 @@ def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.M
     from adaserve.cli import app as main_app
 
     saved = tmp_path / "cal" / f"{cell['run_ids'][0]}.json"
+    from adaserve.planner.sim.calibrate import Calibration
+
+    # the live planner reported how late it heard of the run's finishes, and the bench kept it
+    cal = Calibration.load(saved)
+    assert cal.heard_ms and len(cal.heard_ms) == len(cal.heard_run_ms) and min(cal.heard_ms) >= 0.0
     again = CliRunner().invoke(main_app, ["sim", "--calibration", str(saved), "--policy", "edf", "--rate", "50",
                                           "--duration", "1", "-k", "4", "--deadline-ms", "100", "--seed", "0", "--json"])
     assert again.exit_code == 0, again.output

@@ -17,7 +17,7 @@ from adaserve.broker.events import (
     RequestTiming,
     WorkerHeartbeat,
 )
-from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types, shown_types
+from adaserve.telemetry.reader import EventFilter, TelemetryReader, parse_types, run_events, shown_types
 
 
 def put(r, settings: Settings, ev) -> str:
@@ -147,3 +147,20 @@ def test_follow_waits_out_a_server_restart(tmp_path) -> None:  # type: ignore[no
         publisher.close()
     finally:
         server.stop()
+
+
+def test_a_runs_events_include_the_planner_reports_made_while_it_ran(settings: Settings, r) -> None:
+    def state(ts: float) -> PlannerState:
+        return PlannerState(ts=ts, planner="p")
+
+    def job(ts: float, run: str) -> JobAccepted:
+        return JobAccepted(ts=ts, job_id=f"{run}{ts}", app="a", model="m", run=run, requests=1, deadline_ms=10)
+
+    for ev in (state(500), job(1000, "r"), state(1500), job(1800, "other"), job(2200, "r"), state(2600),
+               state(3600)):
+        put(r, settings, ev)
+    got = run_events(TelemetryReader(r, settings), "r")
+    # the reports during the run and the first after it (it covers the run's last heartbeat)
+    assert [(e.event, e.ts) for e in got] == [("job.accepted", 1000), ("planner.state", 1500),
+                                              ("job.accepted", 2200), ("planner.state", 2600)]
+    assert run_events(TelemetryReader(r, settings), "none") == []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adaserve.broker.events import BatchFinished, JobAccepted, JobRejected
+from adaserve.broker.events import BatchFinished, HeardSpan, JobAccepted, JobRejected, PlannerState
 from adaserve.planner.sim.calibrate import Calibration, calibrate
 
 
@@ -38,6 +38,18 @@ def test_refused_jobs_and_the_admission_controls_memory_are_measured(synthetic_r
     # whole batches of this model that finished before the run began, per second of the clock
     assert cal.drained == [(0, 12)]
     assert len(cal.batch_run_ms) == len(cal.transfer_run_ms) == cal.batches and cal.batch_run_ms[0] == 13.0
+
+
+def test_how_late_the_planner_heard_of_finishes_is_kept_per_span(synthetic_run: list[object]) -> None:
+    assert calibrate(synthetic_run).heard_ms == []  # a planner that did not report it: heard at once
+    spans = [HeardSpan(at_ms=1000.0, batches=3, quantiles_ms=[1.0, 1.5, 2.0, 4.0, 9.0]),
+             HeardSpan(at_ms=1100.0, batches=1, quantiles_ms=[3.0] * 5)]
+    reports = [PlannerState(ts=1150.0, planner="p", heard=spans), PlannerState(ts=2150.0, planner="p")]
+    cal = calibrate([*synthetic_run, *reports])
+    assert cal.heard_ms == [1.0, 1.5, 2.0, 4.0, 9.0, 3.0, 3.0, 3.0, 3.0, 3.0]
+    # each at the middle of its span, in ms after the run's first submission (1000)
+    assert cal.heard_run_ms == [50.0] * 5 + [150.0] * 5
+    assert Calibration.model_validate_json(cal.model_dump_json()) == cal
 
 
 def test_a_job_is_read_no_later_than_the_jobs_after_it(synthetic_run: list[object]) -> None:

@@ -39,6 +39,24 @@ def test_overload_loses_requests_to_the_worker() -> None:
     assert res.finish_rate < 0.5 and res.expired > 0
 
 
+def test_a_planner_that_hears_of_finishes_late_frees_slots_late() -> None:
+    # FIFO's batches of 8 at 4,000 requests/s: the slots bound it, so each millisecond the planner
+    # takes to hear of a finish is a millisecond a slot stands idle
+    jobs = np.arange(2000) * 0.001
+
+    def run(heard_ms: float | None) -> tuple[float, int]:
+        cal = _cal([1.0], c0=0.5, c1=0.05)
+        if heard_ms is not None:
+            cal = cal.model_copy(update={"heard_ms": [heard_ms] * 5, "heard_run_ms": [1000.0] * 5})
+        res = simulate_pipeline(default_factory("fifo")("m", None), jobs, 4, 0.03, cal)
+        assert res.met + res.late + res.expired == res.requests
+        return res.finish_rate, res.batches
+
+    at_once, heard_now, heard_late = run(None), run(0.0), run(4.0)
+    assert heard_now == at_once  # a zero delay is the simulator as it was
+    assert heard_late[0] < at_once[0] - 0.1
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError):
         simulate_pipeline(default_factory("edf")("m", None), np.zeros(1), 4, 0.0, _cal([1.0]))

@@ -1,0 +1,27 @@
+"""The planner's periodic report: decision times and how late it heard of finished batches."""
+
+from __future__ import annotations
+
+from adaserve.broker.events import HEARD_MAX_SPANS, PlannerState
+from adaserve.planner.report import StateReport
+
+
+def test_finishes_are_grouped_by_the_100_ms_they_fell_in_with_their_quantiles() -> None:
+    rep = StateReport("p", 1.0)
+    for i in range(5):  # finished in 1000..1099: heard 1, 2, 3, 4, 5 ms later
+        rep.heard(1000.0 + 10 * i, 1000.0 + 11 * i + 1)
+    rep.heard(1150.0, 1148.0)  # a clock a hair behind: not a negative delay
+    state = rep.take(1200.0, {"m": []}, 0)
+    assert [(s.at_ms, s.batches) for s in state.heard] == [(1000.0, 5), (1100.0, 1)]
+    assert state.heard[0].quantiles_ms == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert state.heard[1].quantiles_ms == [0.0] * 5
+    assert PlannerState.model_validate(state.model_dump()) == state  # what the wire carries
+    assert rep.take(1300.0, {}, 0).heard == []  # the next interval starts empty
+
+
+def test_a_report_keeps_the_latest_spans_within_its_bound() -> None:
+    rep = StateReport("p", 1.0)
+    for span in range(HEARD_MAX_SPANS + 10):
+        rep.heard(100.0 * span, 100.0 * span + 2)
+    spans = rep.take(0.0, {}, 0).heard
+    assert len(spans) == HEARD_MAX_SPANS and spans[-1].at_ms == 100.0 * (HEARD_MAX_SPANS + 9)
