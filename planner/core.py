@@ -69,11 +69,15 @@ class Feedback:
     # the batch paid for a (partial) load; empty / None for other models.
     lm: tuple[Any, ...] = ()
     load_s: float | None = None
+    # When the batch finished, on the worker's clock (server time, s), where known: a policy that
+    # judges a slot by when it freed (Clockwork's action windows) must not judge it by when the
+    # planner happened to read the event.
+    finished_s: float | None = None
 
 
 def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], request_exec_s: tuple[float, ...],
                    pool: str = "cpu", variant: str = "default", lm: tuple[Any, ...] = (),
-                   load_s: float | None = None) -> Feedback:
+                   load_s: float | None = None, finished_s: float | None = None) -> Feedback:
     """The ``Feedback`` of a batch a worker ran: per-request times only for a batch of one.
 
     A worker's per-request time is when the request's output was ready inside its batch (an
@@ -83,7 +87,7 @@ def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], 
     and the pipeline simulator both build feedback here.
     """
     per = request_exec_s if size == 1 else ()
-    return Feedback(model, size, exec_s, apps, per, pool, variant, lm, load_s)
+    return Feedback(model, size, exec_s, apps, per, pool, variant, lm, load_s, finished_s)
 
 
 class Scheduler(ABC):

@@ -57,7 +57,8 @@ def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
     f.pools.refresh(1050.0)
     assert sorted(f.pools.views) == ["cpu"]  # w0 stopped, "old" was never seen
     # Only the whole run teaches the policy; b1 waited 20 - 5 ms before it started.
-    assert [(fb.size, fb.exec_s, fb.apps) for fb in learner.seen] == [(1, 0.005, ("a",))]
+    # It learns when the worker finished (s), not when this read happened (Clockwork's windows).
+    assert [(fb.size, fb.exec_s, fb.apps, fb.finished_s) for fb in learner.seen] == [(1, 0.005, ("a",), 1.02)]
     # b1 went out to an idle pool: 15 ms is also the pool's floor, for a couple of seconds
     assert f.ahead_ms("m", 1050.0) == 15.0 and f.wait_ms("cpu", 1050.0) == 15.0 and f.wait_ms("gpu", 1050.0) == 0.0
     assert f.ahead_ms("m", 1020.0 + 2500.0) == 0.0  # the bound forgets, so expiry cannot latch

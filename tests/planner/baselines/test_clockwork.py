@@ -48,3 +48,48 @@ def test_on_time_slots_fail_nothing() -> None:
     s.observe(Feedback("m", 1, 0.06))
     d = s.next_batch(0.06, 1)
     assert d.expired == [] and len(d.batch) == 1
+
+
+def test_a_slot_that_freed_on_time_is_not_failed_for_a_late_read() -> None:
+    # The planner read the finish 0.1 s after it happened; the worker freed the slot on time.
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005)
+    for i in range(2):
+        s.add(_p(i, 10.0), 0.0)
+    s.next_batch(0.0, 1)  # predicted to end at 0.0675
+    s.observe(Feedback("m", 1, 0.06, finished_s=0.066))
+    d = s.next_batch(0.17, 1)
+    assert d.expired == [] and len(d.batch) == 1 and s.rejected_batches == 0
+
+
+def test_a_slot_that_freed_late_fails_however_soon_it_was_read() -> None:
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005)
+    for i in range(3):
+        s.add(_p(i, 10.0), 0.0)
+    s.next_batch(0.0, 1)
+    s.observe(Feedback("m", 1, 0.08, finished_s=0.08))  # 12.5 ms past the prediction
+    d = s.next_batch(0.0, 1)  # a decision clock that lags the worker's changes nothing
+    assert [p.job_id for p in d.expired] == ["j1"] and s.rejected_batches == 1
+
+
+def _two_in_flight(lanes: int) -> ClockworkScheduler:
+    """Two batches of one planned at 0, both reported finished one after the other (0.0675 s each)."""
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005, lanes=lanes)
+    for i in range(4):
+        s.add(_p(i, 10.0), 0.0)
+    s.next_batch(0.0, 1)
+    s.next_batch(0.0, 1)
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.0675))
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.135))
+    return s
+
+
+def test_a_batch_planned_behind_another_on_one_worker_is_due_after_it() -> None:
+    s = _two_in_flight(lanes=1)
+    d = s.next_batch(0.135, 1)
+    assert d.expired == [] and s.rejected_batches == 0
+
+
+def test_on_two_workers_the_second_batch_was_due_at_once() -> None:
+    s = _two_in_flight(lanes=2)
+    d = s.next_batch(0.135, 1)
+    assert len(d.expired) == 1 and s.rejected_batches == 1
