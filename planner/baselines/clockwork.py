@@ -18,8 +18,9 @@ planned while others are in flight is predicted to start when the worker is pred
 Whether a slot freed late is the worker's fact, judged on its clock when the slot freed: a
 Clockwork worker holds the next action and checks the window itself, so how long the controller
 takes to hear of the finish cannot fail an action. When the feedback says when the batch finished
-(``Feedback.finished_s``, as the live planner's does) that time is compared with the prediction;
-without it (the simulators, which observe a batch at its finish) the time of the next decision is.
+(``Feedback.finished_s``, as the live planner's and the pipeline simulator's do) that time is
+compared with the prediction; without it (the paper-table simulator, which observes a batch at its
+finish) the time of the next decision is.
 Judged by when the live planner read the event, batches were failed for the planner's own
 delay: idle, it learns of a finish when the next job arrives (2.4-3.0 ms after it at half load,
 more than the 5 ms window for 12-19 % of batches; docs/orloj.md).

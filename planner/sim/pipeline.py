@@ -165,7 +165,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             k = len(batch)
             if overload is not None:
                 overload.finished(model, k, fin + epoch)
-            scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim"))
+            scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=fin))
         while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
             j = int(order[nxt_job])
             t0 = float(jobs_s[j])
