@@ -173,12 +173,12 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
 
 
 def stages(results: list[Any]) -> dict[str, Any]:
-    """Where a job's time went, per job from its requests' timings (all in ms since submission):
-    ``wait`` until the planner dispatched its first request, ``run`` from then until the worker
-    finished its last one (batches of this and other jobs, transit to the worker included), and
-    ``return`` from that finish until the producer had every result. For all jobs that completed
-    and for the late ones: which stage ate the deadline."""
-    rows: dict[str, list[tuple[float, float, float, float]]] = {"completed": [], "late": []}
+    """Where a job's time went, per job from its requests' timings (ms since submission): ``wait``
+    until the planner dispatched its first request, ``run`` from then until the worker finished
+    its last one (batches of this and other jobs, transit to the worker included), and its
+    ``deadline``; for all jobs that completed and for the late ones. (A result's latency is its
+    worker's finish, so the way back to the producer is not in these timings.)"""
+    rows: dict[str, list[tuple[float, float, float]]] = {"completed": [], "late": []}
     for r in results:
         if not r.completed:
             continue
@@ -187,7 +187,7 @@ def stages(results: list[Any]) -> dict[str, Any]:
         fin = max(q.timings.finished_ms - q.timings.submitted_ms for q in ts)
         if not disp:
             continue
-        row = (min(disp), fin - min(disp), max(r.latency_ms - fin, 0.0), float(r.deadline_ms))
+        row = (min(disp), fin - min(disp), float(r.deadline_ms))
         rows["completed"].append(row)
         if not r.deadline_met:
             rows["late"].append(row)
@@ -198,7 +198,7 @@ def stages(results: list[Any]) -> dict[str, Any]:
             continue
         a = np.array(xs)
         out[kind] = {"jobs": len(xs), **{f"{name}_p{q}": float(np.percentile(a[:, k], q))
-                                          for k, name in enumerate(("wait", "run", "return", "deadline"))
+                                          for k, name in enumerate(("wait", "run", "deadline"))
                                           for q in (50, 95)}}
     return out
 
