@@ -22,8 +22,8 @@ from adaserve.bench.mosel_live import (
     paired,
     pipeline_policy,
     plan_jobs,
-    stages,
     spread,
+    stages,
     telemetry,
 )
 from adaserve.broker import Keys, Settings
