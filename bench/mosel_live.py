@@ -154,6 +154,7 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
     def pct(xs, q):
         return (float(np.percentile(xs, q)) if xs else None)
     return {
+        "stages_ms": stages(results),
         "jobs": n, "results": len(results), "deadline_met": len(met),
         "slo_violation_ratio": 1.0 - len(met) / n if n else None,
         "throughput_jobs_s": len(met) / span_s, "throughput_requests_s": sum(len(r.results) for r in met) / span_s,
@@ -171,6 +172,37 @@ def figures(results: list[Any], by_id: dict[str, LiveJob], labels: np.ndarray, s
     }
 
 
+def stages(results: list[Any]) -> dict[str, Any]:
+    """Where a job's time went, per job from its requests' timings (ms since submission): ``wait``
+    until the planner dispatched its first request, ``run`` from then until the worker finished
+    its last one (batches of this and other jobs, transit to the worker included), and its
+    ``deadline``; for all jobs that completed and for the late ones. (A result's latency is its
+    worker's finish, so the way back to the producer is not in these timings.)"""
+    rows: dict[str, list[tuple[float, float, float]]] = {"completed": [], "late": []}
+    for r in results:
+        if not r.completed:
+            continue
+        ts = r.results
+        disp = [q.timings.dispatched_ms - q.timings.submitted_ms for q in ts if q.timings.dispatched_ms is not None]
+        fin = max(q.timings.finished_ms - q.timings.submitted_ms for q in ts)
+        if not disp:
+            continue
+        row = (min(disp), fin - min(disp), float(r.deadline_ms))
+        rows["completed"].append(row)
+        if not r.deadline_met:
+            rows["late"].append(row)
+    out: dict[str, Any] = {}
+    for kind, xs in rows.items():
+        if not xs:
+            out[kind] = {"jobs": 0}
+            continue
+        a = np.array(xs)
+        out[kind] = {"jobs": len(xs), **{f"{name}_p{q}": float(np.percentile(a[:, k], q))
+                                          for k, name in enumerate(("wait", "run", "deadline"))
+                                          for q in (50, 95)}}
+    return out
+
+
 def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
     """What the telemetry stream says since ``since_ms``: ``planner.replanned`` events, and per
     subset the batches run, their execution time and what the profile predicted for them (how
@@ -181,6 +213,7 @@ def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
     r = connect(settings)
     replans = 0
     by: dict[str, dict[str, float]] = {}
+    points: dict[str, list[tuple[int, float]]] = {}
     try:
         for _, f in r.xrange(Keys(settings.namespace).telemetry, min=f"{int(since_ms)}"):
             try:
@@ -194,11 +227,36 @@ def telemetry(settings: Any, since_ms: float, costs: Any) -> dict[str, Any]:
                 cell["requests"] += ev.size
                 cell["exec_ms"] += ev.exec_ms
                 cell["profile_ms"] += costs.run_ms(costs.subsets.index(ev.variant), ev.size)
+                points.setdefault(ev.variant, []).append((ev.size, ev.exec_ms))
     finally:
         r.close()
     ratios = {v: c["exec_ms"] / c["profile_ms"] if c["profile_ms"] else None for v, c in by.items()}
-    out: dict[str, dict[str, Any]] = {v: {**c, "exec_over_profile": ratios[v]} for v, c in by.items()}
+    out: dict[str, dict[str, Any]] = {v: {**c, "exec_over_profile": ratios[v], **batch_fit(points[v], costs, v)}
+                                      for v, c in by.items()}
     return {"replanned_events": replans, "batches_by_subset": out}
+
+
+def batch_fit(points: list[tuple[int, float]], costs: Any, subset: str) -> dict[str, Any]:
+    """Live batch time against batch size: a line ``fixed + per_request x size`` fitted to the
+    batches, the profile's line beside it, and the median live/profile ratio by batch size, so a
+    misfit that is a fixed cost per batch (small batches worst) shows apart from a per-request one."""
+    m = costs.subsets.index(subset)
+    sizes = np.array([k for k, _ in points], dtype=float)
+    ms = np.array([v for _, v in points])
+    prof = np.array([costs.run_ms(m, int(k)) for k in sizes])
+    fit: dict[str, Any] = {}
+    if len(set(sizes.tolist())) > 1:
+        per, fixed = np.polyfit(sizes, ms, 1)
+        fit["live_fit"] = {"fixed_ms": float(fixed), "per_request_ms": float(per)}
+    pper, pfixed = np.polyfit(np.arange(1, costs.max_batch + 1), costs.batch_ms[m], 1)
+    fit["profile_fit"] = {"fixed_ms": float(pfixed), "per_request_ms": float(pper)}
+    bands = {"1-4": (1, 4), "5-16": (5, 16), "17-32": (17, 32)}
+    fit["ratio_by_size"] = {}
+    for name, (lo, hi) in bands.items():
+        sel = (sizes >= lo) & (sizes <= hi) & (prof > 0)
+        if sel.any():
+            fit["ratio_by_size"][name] = {"batches": int(sel.sum()), "p50": float(np.median(ms[sel] / prof[sel]))}
+    return fit
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -242,6 +300,19 @@ def cpu_used(before: dict[str, float], after: dict[str, float], requests: int, s
             "total_ms_per_request": 1e3 * sum(used.values()) / max(requests, 1)}
 
 
+# A live pipeline label ``<policy>-shared`` runs ``<policy>`` with the latency correction the planner
+# had before the per-subset one (one scale for every subset): the before/after of that change, side
+# by side in one run.
+SHARED_SUFFIX = "-shared"
+
+
+def pipeline_policy(label: str) -> tuple[str, str]:
+    """The planner's modality policy and latency correction (``subset`` or ``shared``) of a label."""
+    if label.endswith(SHARED_SUFFIX):
+        return label[: -len(SHARED_SUFFIX)], "shared"
+    return label, "subset"
+
+
 def ensure_matrix(settings: Any, profile: Any) -> None:
     """Solve the strategy matrix of ``profile`` into the planner's cache before any pipeline starts.
 
@@ -267,6 +338,7 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
     from adaserve.broker import Keys, connect
     from adaserve.models.datasets import sample_inputs
     from adaserve.planner.mosel.costs import SubsetCosts
+    from adaserve.planner.mosel.shell import CORRECTION_ENV
     from adaserve.stack import Stack
 
     costs = SubsetCosts.from_profile(profile)
@@ -286,9 +358,20 @@ def live(cfg: LiveConfig, profile: Any, gaps: np.ndarray | None, log_dir: Path,
             r = connect(settings)
             r.set(Keys(settings.namespace).profile(cfg.model), profile.to_json())
             r.close()
-            stacks[policy] = ctx.enter_context(Stack(settings, cpu_workers=1, gpu_worker=False,
-                                                     worker_threads=cfg.threads, modality=policy,
-                                                     log_dir=log_dir / policy))
+            modality, correction = pipeline_policy(policy)
+            # The planner reads its correction from the environment it is started with (the stack
+            # copies this process's at start); set only around the start of this one pipeline.
+            old = os.environ.get(CORRECTION_ENV)
+            os.environ[CORRECTION_ENV] = correction
+            try:
+                stacks[policy] = ctx.enter_context(Stack(settings, cpu_workers=1, gpu_worker=False,
+                                                         worker_threads=cfg.threads, modality=modality,
+                                                         log_dir=log_dir / policy))
+            finally:
+                if old is None:
+                    os.environ.pop(CORRECTION_ENV, None)
+                else:
+                    os.environ[CORRECTION_ENV] = old
         pids = {}
         for policy, stack in stacks.items():
             stack.wait_ready()

@@ -32,8 +32,13 @@ class MoselJob:
     items: list[Pending] = field(default_factory=list)
     chunks: list[str] = field(default_factory=list)
     pinned: Strategy | None = None
-    fastest_s: float = 0.0
+    fastest: list[Strategy] = field(default_factory=list)  # per chunk (or the pinned one)
     planned: bool = False
+
+    @property
+    def fastest_s(self) -> float:
+        """Profiled seconds of the job at its fastest strategies (chunks one after the other)."""
+        return sum(s.latency_s for s in self.fastest)
 
     @property
     def order(self) -> tuple[float, float, str]:

@@ -57,7 +57,7 @@ class PlannedJobs:
             assert best is not None
             counts = tuple(len(job.items) if m == best else 0 for m in range(len(costs.subsets)))
             job.pinned = costs.strategy(counts)
-            job.fastest_s = job.pinned.latency_s
+            job.fastest = [job.pinned]
             job.planned = True
             heapq.heappush(self.order, job.order)
             return False
@@ -81,7 +81,7 @@ class PlannedJobs:
             self.chunks[cid], self.chunk_key[cid] = q, job.key
             cands = [matrix.richest(size)] if self.sel.policy == "none" else matrix.candidates(size, job.floor)
             self.top[cid] = cands[-1]
-            job.fastest_s += cands[0].latency_s
+            job.fastest.append(cands[0])
         return True
 
     def forget(self, cid: str) -> Strategy | None:
@@ -102,6 +102,11 @@ class PlannedJobs:
     def key_of(self, cid: str) -> str:
         """The job key of chunk ``cid``, also once the chunk is gone (``key#part``)."""
         return self.chunk_key.get(cid, cid.split("#")[0])
+
+    def waiting(self, cid: str) -> bool:
+        """Whether the job of chunk ``cid`` is still held at the gate (no pass has opened it)."""
+        job = self.job_of(cid)
+        return job is not None and not job.planned
 
     def open_gate(self, job: MoselJob) -> None:
         if not job.planned:
@@ -151,8 +156,9 @@ class PlannedJobs:
 
     def hopeless(self, now: float) -> list[Pending]:
         """End the jobs that cannot finish by their deadline even alone at their fastest."""
-        scale, out = self.sel.scale(), []
-        for job in [j for j in self.jobs.values() if j.deadline < now + j.fastest_s * scale]:
+        out: list[Pending] = []
+        for job in [j for j in self.jobs.values()
+                    if j.deadline < now + sum(self.sel.strategy_s(s) for s in j.fastest)]:
             out.extend(self.drop(job))
         return out
 

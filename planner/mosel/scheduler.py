@@ -60,10 +60,13 @@ class MoselScheduler(Scheduler):
     def __init__(self, costs: SubsetCosts, matrix: StrategyMatrix | None, policy: str = "optimized", *,
                  model: str = "", build: Callable[[], StrategyMatrix] | None = None, tasks: Tasks | None = None,
                  period_s: float = 0.02, solve_budget_s: float = 0.05, learn_rate: float = 0.2,
-                 seed: int = 0) -> None:
+                 seed: int = 0, per_subset: bool = True) -> None:
         if matrix is None and build is None:
             raise ValueError("a strategy matrix, or a way to build one, is needed")
         self.model = model
+        # False: one latency scale for every subset, as before the per-subset correction (kept for
+        # the live bench's side-by-side comparison of the two).
+        self.per_subset = per_subset
         self.sel = Selection(costs, policy, seed=seed, solve_budget_s=solve_budget_s, learn_rate=learn_rate)
         # Inline by default: a pure object. The live planner passes its monitor thread.
         self.monitor: Tasks = tasks if tasks is not None else InlineTasks()
@@ -136,15 +139,19 @@ class MoselScheduler(Scheduler):
         return out
 
     def observe(self, feedback: Feedback) -> None:
-        """A batch of ``feedback.variant`` ran for ``feedback.exec_s``: correct the profile's scale
+        """A batch of ``feedback.variant`` ran for ``feedback.exec_s``: correct that subset's scale
         (MOSEL's worker reports latencies to its monitor) and stop counting the batch as backlog."""
         variant = feedback.variant
         if variant not in self.ready or feedback.size < 1:
             return
         if self.sel.selector is not None:
-            costs = self.sel.costs
-            self.sel.selector.observe(costs.run_ms(costs.subsets.index(variant), feedback.size) / 1e3,
-                                      feedback.exec_s)
+            # Per subset: the live worker's misfit to the profile differs by subset (docs/mosel.md).
+            if self.per_subset:
+                self.sel.selector.observe_batch(variant, feedback.size, feedback.exec_s)
+            else:
+                costs = self.sel.costs
+                self.sel.selector.observe(costs.run_ms(costs.subsets.index(variant), feedback.size) / 1e3,
+                                          feedback.exec_s)
         self.ready.done(variant, feedback.size)
 
     def earliest_deadline(self) -> float | None:

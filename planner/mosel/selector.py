@@ -26,6 +26,7 @@ import numpy as np
 
 from adaserve.broker.errors import AdaserveError, InvalidMessage
 
+from .correction import SubsetCorrection
 from .greedy import can_raise, lower_aggressive, lower_random, raise_round_robin
 from .ilp import solve_scope
 from .matrix import StrategyMatrix
@@ -58,6 +59,10 @@ class ModalitySelector:
 
     ``learn_rate`` weighs each execution report in the running correction of the profiled
     latencies (MOSEL's worker reports latencies back to its monitor); 0 trusts the profile as is.
+    Two kinds of report: a job's whole latency (:meth:`observe`, the simulator's worker), which
+    moves one ``latency_scale`` for every subset, and a batch of one subset (:meth:`observe_batch`,
+    the live worker), which moves that subset's own scale; once a batch report has come, the
+    per-subset scales (``correction``) decide every expected time.
     """
 
     def __init__(self, matrix: StrategyMatrix, policy: str = "optimized", *, seed: int = 0,
@@ -68,6 +73,7 @@ class ModalitySelector:
             raise ValueError("learn_rate must be within [0, 1]")
         self.learn_rate = learn_rate
         self.latency_scale = 1.0
+        self.correction: SubsetCorrection | None = None
         self.matrix = matrix
         self.policy = policy
         self.solve_budget_s = solve_budget_s
@@ -118,6 +124,27 @@ class ModalitySelector:
             ratio = min(max(actual_s / predicted_s, 0.1), 10.0)
             self.latency_scale += self.learn_rate * (ratio - self.latency_scale)
 
+    def observe_batch(self, subset: str, size: int, actual_s: float) -> None:
+        """A batch of ``size`` requests of ``subset`` ran for ``actual_s``: move that subset's scale."""
+        if not self.learn_rate or subset not in self.matrix.subsets or size < 1:
+            return
+        if self.correction is None:
+            self.correction = SubsetCorrection(self.matrix.costs, self.learn_rate, self.latency_scale)
+        self.correction.observe(subset, size, actual_s)
+
+    def cost_s(self, s: Strategy) -> float:
+        """Expected seconds of strategy ``s`` run alone, as the feedback so far corrects the profile."""
+        if self.correction is not None:
+            return self.correction.strategy_s(s)
+        return s.latency_s * self.latency_scale
+
+    def batch_s(self, subset: str, k: int) -> float:
+        """Expected seconds of ``k`` requests of ``subset``, corrected likewise."""
+        m = self.matrix.subsets.index(subset)
+        if self.correction is not None:
+            return self.correction.batch_s(m, k)
+        return self.matrix.costs.run_ms(m, k) / 1e3 * self.latency_scale
+
     # -- the monitor side ----------------------------------------------------------------------
 
     def replan(self, state: QueueState, now: float, *, admit_new: bool = True) -> list[Change]:
@@ -135,8 +162,9 @@ class ModalitySelector:
         with self._lock:
             jobs = sorted((self._jobs[i] for i in ids if i in self._jobs), key=lambda j: j.order)
             before = {j.job_id: self._assign[j.job_id] for j in jobs}
-            plan = QueuePlan(jobs, [self._cands[j.job_id] for j in jobs],
-                        [self._idx[j.job_id] for j in jobs], self.latency_scale)
+            cands = [self._cands[j.job_id] for j in jobs]
+            plan = QueuePlan(jobs, cands, [self._idx[j.job_id] for j in jobs], self.latency_scale,
+                             None if self.correction is None else [[self.cost_s(s) for s in c] for c in cands])
         t0 = max(now, state.busy_until)
         drop = hopeless(plan, t0)
         changes = [Change(plan.jobs[i].job_id, plan.chosen(i), None, "expire") for i in sorted(drop)]

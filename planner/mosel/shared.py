@@ -6,6 +6,7 @@ from __future__ import annotations
 from .costs import SubsetCosts
 from .matrix import StrategyMatrix
 from .selector import MODALITY_POLICIES, ModalitySelector
+from .strategy import Strategy
 
 
 class Selection:
@@ -29,10 +30,12 @@ class Selection:
         self.selector = ModalitySelector(matrix, self.policy, seed=self._seed, solve_budget_s=self._budget_s,
                                          learn_rate=self._learn_rate)
 
-    def scale(self) -> float:
-        """How much slower than profiled the worker runs, as the selector learnt from feedback."""
-        return self.selector.latency_scale if self.selector is not None else 1.0
+    def strategy_s(self, s: Strategy) -> float:
+        """Predicted seconds of strategy ``s`` run alone, the profile corrected by feedback so far."""
+        return self.selector.cost_s(s) if self.selector is not None else s.latency_s
 
     def run_s(self, subset: str, k: int) -> float:
-        """Predicted seconds for one batch of ``k`` requests on ``subset``."""
-        return self.costs.run_ms(self.costs.subsets.index(subset), k) / 1e3 * self.scale()
+        """Predicted seconds for one batch of ``k`` requests on ``subset``, likewise corrected."""
+        if self.selector is not None:
+            return self.selector.batch_s(subset, k)
+        return self.costs.run_ms(self.costs.subsets.index(subset), k) / 1e3

@@ -9,6 +9,7 @@ values and a ``Tasks`` object, never a connection, a path or a thread of its own
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from adaserve.broker.errors import ConfigError
@@ -21,7 +22,8 @@ from .monitor import Monitor
 from .scheduler import MoselScheduler
 from .store import build_cached_matrix, cached_matrix, serving_profile
 
-__all__ = ["make_modality_scheduler"]
+__all__ = ["CORRECTION_ENV", "make_modality_scheduler"]
+CORRECTION_ENV = "ADASERVE_MOSEL_CORRECTION"
 log = logging.getLogger("adaserve.planner")
 
 
@@ -51,6 +53,11 @@ def make_modality_scheduler(model: str, profile: Profile | None, policy: str, se
     def build() -> Any:
         return build_cached_matrix(src, cache, max_size=max_size, step=step, device=device)
 
+    # The live bench's before/after switch: "shared" learns one latency scale for every subset.
+    mode = os.environ.get(CORRECTION_ENV, "subset")
+    if mode not in ("subset", "shared"):
+        raise ConfigError(f"{CORRECTION_ENV} must be 'subset' or 'shared', not {mode!r}")
+    opts.setdefault("per_subset", mode == "subset")
     try:
         return MoselScheduler(SubsetCosts.from_profile(src.profile, device), matrix, policy, model=model,
                               build=None if matrix is not None else build, tasks=Monitor(f"mosel-monitor-{model}"),

@@ -21,13 +21,16 @@ class QueuePlan:
     """Jobs in deadline order, their candidate strategies, and the chosen index of each.
 
     ``scale`` corrects every profiled latency by what execution feedback has shown (1.0: the
-    profile is right); all reasoning about time goes through :meth:`cost`.
+    profile is right); ``costs_s``, when given, replaces that with each candidate's own expected
+    seconds (the live planner's per-subset correction). All reasoning about time goes through
+    :meth:`cost`.
     """
 
     jobs: list[QueuedJob]
     cands: list[list[Strategy]]
     idx: list[int]
     scale: float = 1.0
+    costs_s: list[list[float]] | None = None
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -37,6 +40,8 @@ class QueuePlan:
 
     def cost(self, i: int, c: int) -> float:
         """Expected seconds of job ``i`` under its candidate ``c``."""
+        if self.costs_s is not None:
+            return self.costs_s[i][c]
         return self.cands[i][c].latency_s * self.scale
 
     def lat(self, i: int) -> float:
@@ -73,6 +78,8 @@ class QueuePlan:
         self.jobs = [self.jobs[i] for i in keep]
         self.cands = [self.cands[i] for i in keep]
         self.idx = [self.idx[i] for i in keep]
+        if self.costs_s is not None:
+            self.costs_s = [self.costs_s[i] for i in keep]
 
 
 def hopeless(plan: QueuePlan, t0: float) -> set[int]:

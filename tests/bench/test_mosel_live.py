@@ -20,8 +20,10 @@ from adaserve.bench.mosel_live import (
     ensure_matrix,
     figures,
     paired,
+    pipeline_policy,
     plan_jobs,
     spread,
+    stages,
     telemetry,
 )
 from adaserve.broker import Keys, Settings
@@ -176,3 +178,21 @@ def test_paired_counts_cells_ahead_of_the_baseline_and_the_sign_test() -> None:
     assert a["throughput_ratios"] == [1.0, 1.2, 1.5, 1.5]
     o = got["optimized"]  # its second repeat lacks the 40 jobs/s point: three cells
     assert o["cells"] == 3 and o["fewer_violations"] == 2 and o["sign_test_p"] == 0.5
+
+
+def test_a_shared_label_names_the_policy_with_the_old_correction() -> None:
+    assert pipeline_policy("optimized") == ("optimized", "subset")
+    assert pipeline_policy("optimized-shared") == ("optimized", "shared")
+
+
+def test_stages_split_a_job_into_wait_run_and_return() -> None:
+    def res(k: int, dispatched: float, finished: float) -> Result:
+        return Result(job_id="j", request_id=str(k), status="completed",
+                      timings=Timings(submitted_ms=0.0, dispatched_ms=dispatched, finished_ms=finished,
+                                      total_ms=finished))
+
+    late = JobResult("j", "default", "av-video", "", 50.0, 0.0, (res(0, 10.0, 40.0), res(1, 12.0, 60.0)))
+    got = stages([late])
+    assert got["completed"]["jobs"] == 1 and got["late"]["jobs"] == 1
+    assert got["late"]["wait_p50"] == 10.0 and got["late"]["run_p50"] == 50.0
+    assert got["late"]["deadline_p50"] == 50.0

@@ -206,6 +206,29 @@ def test_a_slow_pass_makes_the_next_one_plan_further_ahead(
         p.monitor.close()
 
 
+def test_a_late_pass_whose_jobs_no_longer_wait_does_not_count_as_lag(
+        matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
+    """The loop collects a pass when it next runs; when no job of the pass still waits at the gate
+    (the loop was idle, blocked on its read), that delay held nobody up and is not planned for."""
+    p = Parts(matrix, matrix, inline=False)
+    try:
+        rich = matrix.richest(6).latency_s
+        a = p.admit(live_job("a", 6, 1.5 * rich))
+        p.ready.sent("audio+image", 6, 0.0)
+        p.passes.kick(0.0)
+        assert p.monitor.wait_idle()
+        p.plans.open_gate(a)  # the job left the gate before the pass came back
+        p.passes.collect(1.0)
+        p.passes.drain_events()
+        soon = p.admit(live_job("soon", 2, 1.1))
+        p.passes.kick(1.0)
+        assert p.monitor.wait_idle()
+        p.passes.collect(1.0)
+        assert "soon" not in p.passes.take_doomed() and soon.planned
+    finally:
+        p.monitor.close()
+
+
 def test_a_matrix_built_on_the_monitor_turns_selection_on(
         matrix: StrategyMatrix, live_job: Callable[..., MoselJob]) -> None:
     p = Parts(None, matrix)

@@ -130,14 +130,15 @@ def test_backlog_counts_released_requests_and_unreported_batches(parts: Parts) -
     predicted = parts.ready.sent("audio", len(batch), 0.0)
     assert predicted == pytest.approx(costs.run_ms(audio, 5) / 1e3)
     assert parts.ready.backlog_s(0.0) == pytest.approx(predicted)
-    other = parts.ready.sent("image", 2, 0.5)
-    assert parts.ready.backlog_s(1.0) == pytest.approx(predicted + costs.run_ms(image, 2) / 1e3)
+    # A second batch sent while the first is still predicted to run queues behind it.
+    other = parts.ready.sent("image", 2, 0.0)
+    assert parts.ready.backlog_s(0.0) == pytest.approx(predicted + costs.run_ms(image, 2) / 1e3)
     parts.ready.done("image", 1)  # no batch of that size was sent
-    assert parts.ready.backlog_s(1.0) == pytest.approx(predicted + other)
+    assert parts.ready.backlog_s(0.0) == pytest.approx(predicted + other)
     parts.ready.done("image", 2)
-    assert parts.ready.backlog_s(1.0) == pytest.approx(predicted)
+    assert parts.ready.backlog_s(0.0) == pytest.approx(predicted)
     parts.ready.done("audio", 5)
-    assert parts.ready.backlog_s(1.0) == 0.0
+    assert parts.ready.backlog_s(0.0) == 0.0
 
 
 def test_feedback_clears_one_batch_of_that_subset_and_size(parts: Parts) -> None:
@@ -147,12 +148,18 @@ def test_feedback_clears_one_batch_of_that_subset_and_size(parts: Parts) -> None
     assert parts.ready.backlog_s(0.0) == pytest.approx(one)
 
 
-def test_a_batch_whose_feedback_never_came_stops_counting(parts: Parts) -> None:
-    first = parts.ready.sent("audio", 2, 0.0)
-    second = parts.ready.sent("audio+image", 3, 5.0)
-    assert parts.ready.backlog_s(INFLIGHT_FORGET_S - 1e-3) == pytest.approx(first + second)
-    assert parts.ready.backlog_s(INFLIGHT_FORGET_S + 1e-3) == pytest.approx(second)
-    assert parts.ready.backlog_s(5.0 + INFLIGHT_FORGET_S + 1e-3) == 0.0
+def test_an_unreported_batch_counts_only_what_is_left_of_its_predicted_run(parts: Parts) -> None:
+    first = parts.ready.sent("audio+image", 3, 0.0)
+    assert parts.ready.backlog_s(first / 4) == pytest.approx(3 * first / 4)
+    # Its feedback never comes: past its predicted finish it holds up nothing (it used to count
+    # whole for 10 s, and every new job then looked hopeless).
+    assert parts.ready.backlog_s(2 * first) == 0.0
+    # A batch sent after that finish starts when it is sent, not behind the lost one.
+    second = parts.ready.sent("audio", 2, 3 * first)
+    assert parts.ready.backlog_s(3 * first) == pytest.approx(second)
+    assert len(parts.ready.inflight) == 2
+    assert parts.ready.backlog_s(3 * first + INFLIGHT_FORGET_S + 1.0) == 0.0
+    assert not parts.ready.inflight  # dropped from the list in the end
 
 
 def test_predictions_follow_the_learnt_latency_scale(parts: Parts) -> None:

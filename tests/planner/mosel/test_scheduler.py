@@ -197,6 +197,20 @@ def test_feedback_corrects_the_profile_and_clears_the_backlog(matrix: StrategyMa
     d = s.next_batch(0.0, 4)
     assert s.ready.backlog_s(0.0) == pytest.approx(d.predicted_s)
     s.observe(Feedback("av-digits", len(d.batch), 2 * d.predicted_s, variant=d.variant))
-    assert s.selector is not None and s.selector.latency_scale == pytest.approx(1.5)
+    sel = s.selector
+    assert sel is not None and sel.correction is not None
+    # The first batch of a subset sets its scale outright; the other subsets keep the profile's.
+    assert sel.correction.as_dict()[d.variant] == pytest.approx(2.0)
+    assert all(v == 1.0 for k, v in sel.correction.as_dict().items() if k != d.variant)
     assert s.ready.backlog_s(0.0) == 0.0
+    s.close()
+
+
+def test_the_shared_correction_moves_one_scale_for_every_subset(matrix: StrategyMatrix) -> None:
+    s = MoselScheduler(matrix.costs, matrix, "random", model="av-digits", learn_rate=0.5, per_subset=False)
+    add(s, "a", 4, 0.62, 100.0)
+    d = s.next_batch(0.0, 4)
+    s.observe(Feedback("av-digits", len(d.batch), 2 * d.predicted_s, variant=d.variant))
+    assert s.selector is not None and s.selector.latency_scale == pytest.approx(1.5)
+    assert s.selector.correction is None
     s.close()
