@@ -5,14 +5,19 @@
 -- ARGV[1] group to ack in ('' = none), ARGV[2] entry id, ARGV[3] telemetry maxlen,
 -- ARGV[4] reply maxlen, ARGV[5] job ttl (s), ARGV[6] batch event ('' = none)
 -- Then per group: its request count n, its `results` entry ('' = none), and n times: request id,
--- status, packed `result` entry.
--- A group whose requests all end now is published as its one `results` entry; when some had
--- already ended (a redelivery), the others go out one `result` entry each.
--- Returns the number of results published (requests already ended are skipped).
+-- status, packed `result` entry ('' = not sent).
+-- A group with a `results` entry whose requests have none ended yet (the usual case) is flagged
+-- with one HSET and published as that one entry: its requests' own entries are not sent. When
+-- some had already ended (a redelivery), the others go out one `result` entry each, flagged one
+-- HSETNX each; if their entries were not sent, the group is left untouched and reported, and the
+-- batch is neither acked nor its event added, so that the caller's second call (with the
+-- entries) or a redelivery ends the rest.
+-- Returns {results published, groups to send again with their entries...}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local groups = (#KEYS - 2) / 2
 local published = 0
+local again = {}
 -- A batch often holds many requests of one job and one reply stream: set each TTL once.
 local ttl_set = {}
 local function touch(key)
@@ -21,6 +26,20 @@ local function touch(key)
     ttl_set[key] = true
   end
 end
+-- Whether none of the group's n requests (from ARGV[first]) has ended, and none is listed twice.
+local function untouched(job, first, n)
+  local fields, seen = {}, {}
+  for i = 0, n - 1 do
+    local id = ARGV[first + 3 * i]
+    if seen[id] then return false end
+    seen[id] = true
+    fields[#fields + 1] = 'd:' .. id
+  end
+  for _, v in ipairs(redis.call('HMGET', job, unpack(fields))) do
+    if v then return false end
+  end
+  return true
+end
 local pos = 7
 for g = 1, groups do
   local job = KEYS[2 + 2 * g - 1]
@@ -28,25 +47,36 @@ for g = 1, groups do
   local n = tonumber(ARGV[pos])
   local entry = ARGV[pos + 1]
   local first = pos + 2
+  pos = first + 3 * n
   local fresh = {}
   local counts = {}
-  for i = 0, n - 1 do
-    local at = first + 3 * i
-    local status = ARGV[at + 1]
-    if redis.call('HSETNX', job, 'd:' .. ARGV[at], status) == 1 then
+  local whole = entry ~= '' and untouched(job, first, n)
+  if whole then
+    local flags = {}
+    for i = 0, n - 1 do
+      local at = first + 3 * i
+      local status = ARGV[at + 1]
+      flags[#flags + 1] = 'd:' .. ARGV[at]
+      flags[#flags + 1] = status
       fresh[#fresh + 1] = at
       counts[status] = (counts[status] or 0) + 1
     end
-  end
-  pos = first + 3 * n
-  if #fresh > 0 then
-    if #fresh == n and entry ~= '' then
-      redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', entry)
-    else
-      for _, at in ipairs(fresh) do
+    redis.call('HSET', job, unpack(flags))
+    redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', entry)
+  elseif n > 0 and ARGV[first + 2] == '' then
+    again[#again + 1] = g
+  else
+    for i = 0, n - 1 do
+      local at = first + 3 * i
+      local status = ARGV[at + 1]
+      if redis.call('HSETNX', job, 'd:' .. ARGV[at], status) == 1 then
+        fresh[#fresh + 1] = at
+        counts[status] = (counts[status] or 0) + 1
         redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', ARGV[at + 2])
       end
     end
+  end
+  if #fresh > 0 then
     touch(reply)
     published = published + #fresh
     for status, c in pairs(counts) do
@@ -70,10 +100,14 @@ for g = 1, groups do
     end
   end
 end
-if ARGV[1] ~= '' then
-  redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+if #again == 0 then
+  if ARGV[1] ~= '' then
+    redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+  end
+  if ARGV[6] ~= '' then
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[6])
+  end
 end
-if ARGV[6] ~= '' then
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[6])
-end
-return published
+local out = {published}
+for _, g in ipairs(again) do out[#out + 1] = g end
+return out

@@ -1,11 +1,11 @@
 """Exactly-once ends of requests, and registration of the jobs they belong to.
 
 A request ends when its job hash gets the flag ``d:<request id>``; the same Lua script that sets
-the flag (HSETNX) publishes the result (the requests of one job that end together as one
-``results`` entry), counts the status, emits ``job.completed`` when the last request of the job
-ends, and acks the stream entry that produced it. A redelivered batch therefore
-never yields a second result for a request, and a crash between "result published" and "entry
-acked" cannot happen.
+the flags (one HSET for the requests of a job none of which had ended, one HSETNX each
+otherwise) publishes the results (those of one job that end together as one ``results``
+entry), counts the statuses, emits ``job.completed`` when the last request of the job ends, and
+acks the stream entry that produced them. A redelivered batch therefore never yields a second
+result for a request, and a crash between "result published" and "entry acked" cannot happen.
 """
 
 from __future__ import annotations
@@ -112,21 +112,42 @@ class Finalizer:
         self, items: Sequence[Packed], *, ack: tuple[str, str, str] | None = None, event: bytes = b"",
     ) -> int:
         """``end`` for results encoded by the caller. The requests of one job go out as one
-        ``results`` entry on its reply stream (when they all end in this call), not one entry each."""
+        ``results`` entry on its reply stream (when none of them had ended), not one entry each.
+
+        Their own entries travel only when needed: a first call sends each job's ``results`` entry
+        and the requests' ids and statuses, which the script flags with one HSET per job; a job
+        some of whose requests had already ended (a redelivered batch) is sent again with its
+        requests' entries, and the ack and the event wait for that second call."""
+        groups: dict[tuple[str, str], list[Packed]] = {}
+        for p in items:
+            groups.setdefault((p.job_id, p.reply_to), []).append(p)
+        parts = list(groups.items())
+        got = self._call(parts, ack, event, whole=True)
+        published = int(got[0])
+        again = [parts[int(g) - 1] for g in got[1:]]
+        if again:
+            done = self._call(again, ack, event, whole=False)
+            if len(done) > 1:  # every entry was sent: the script has nothing left to ask for
+                raise AssertionError("the finaliser asked again for entries it was given")
+            published += int(done[0])
+        return published
+
+    def _call(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
+              event: bytes, *, whole: bool) -> list[Any]:
+        """One run of the script over ``groups``; with ``whole``, a job of several requests goes as
+        its ``results`` entry only, else every request with its own entry."""
         keys = [self._keys.telemetry, ack[0] if ack else self._keys.telemetry]
         args: list[object] = [
             ack[1] if ack else "", ack[2] if ack else "", self._settings.telemetry_maxlen,
             self._settings.stream_maxlen, self._settings.result_ttl_s, event,
         ]
-        groups: dict[tuple[str, str], list[Packed]] = {}
-        for p in items:
-            groups.setdefault((p.job_id, p.reply_to), []).append(p)
-        for (job_id, reply_to), group in groups.items():
+        for (job_id, reply_to), group in groups:
             keys += [self._keys.job(job_id), self._keys.reply(reply_to)]
-            args += [len(group), results_entry(job_id, [p.raw for p in group]) if len(group) > 1 else b""]
+            joined = whole and len(group) > 1
+            args += [len(group), results_entry(job_id, [p.raw for p in group]) if joined else b""]
             for p in group:
-                args += [p.request_id, p.status, p.raw]
-        return int(self._script(keys=keys, args=args))
+                args += [p.request_id, p.status, b"" if joined else p.raw]
+        return list(self._script(keys=keys, args=args))
 
 
 _REGISTER = """

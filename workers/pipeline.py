@@ -39,7 +39,7 @@ class Reader:
     def __init__(
         self, r: redis.Redis[bytes], settings: Settings, *, pool: str, worker: str, slots: Slots,
         limits: Limits, reclaimer: Reclaimer, clock: ServerClock,
-        todo: queue.Queue[Work | None], done: queue.Queue[Work | None], outage: Outage | None = None,
+        todo: queue.SimpleQueue[Work | None], done: queue.SimpleQueue[Work | None], outage: Outage | None = None,
     ) -> None:
         self._r = r
         self._s = settings
@@ -127,7 +127,7 @@ class Reader:
         (self._done if work.reject else self._todo).put(work)
 
 
-def publish_loop(publisher: Publisher, slots: Slots, done: queue.Queue[Work | None]) -> None:
+def publish_loop(publisher: Publisher, slots: Slots, done: queue.SimpleQueue[Work | None]) -> None:
     """Finish each batch (results + ack + event in one call) and free its slot."""
     while True:
         work = done.get()

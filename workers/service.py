@@ -113,8 +113,10 @@ class Worker:
         publisher = Publisher(self._r, self.settings, worker=self.id, pool=self.pool, device=self.device,
                               clock=self.clock, limits=self._limits, outage=self.outage, stop=stop)
         reclaimer = Reclaimer(self._r, self.settings, pool=self.pool, worker=self.id)
-        todo: queue.Queue[Work | None] = queue.Queue()
-        done: queue.Queue[Work | None] = queue.Queue()
+        # SimpleQueue's put and get are C calls; Queue wraps each hand-off in a Python Condition
+        # (a cross-thread round trip measured 25.5 µs of CPU with Queue, 11.6 with SimpleQueue)
+        todo: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        done: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
         reader = Reader(self._r, self.settings, pool=self.pool, worker=self.id, slots=self.slots,
                         limits=self._limits, reclaimer=reclaimer, clock=self.clock, todo=todo, done=done,
                         outage=self.outage)

@@ -147,3 +147,43 @@ def test_registration_carries_other_commands_on_its_round_trip(r: "redis.Redis[b
     assert fin.register_all([(_job(2), "8-0", 8.0, "")], also=also) == [1]
     (replies,) = got
     assert replies[0] == 1 and isinstance(replies[1], redis.ResponseError)
+
+
+def test_a_redelivered_batch_ends_only_the_rest_and_is_acked_once(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    """A job whose requests all end together costs one flag write and one entry; a batch that
+    finds some already ended sends the rest one by one, then acks and reports, exactly once."""
+    k = Keys(settings.namespace)
+    fin = Finalizer(r, settings)
+    fin.register(_job(4), "5-0", 5.0)
+    streams.ensure_group(r, k.batches("cpu"), "cpu")
+    bid = streams.publish(r, k.batches("cpu"), b"batch")
+    streams.read_group(r, [k.batches("cpu")], "cpu", "w", block_ms=10)
+    assert fin.end([_end("r0", "expired")]) == 1  # the planner expired r0 meanwhile
+    ack = (k.batches("cpu"), "cpu", bid)
+    batch = [_end(f"r{i}", "completed") for i in range(4)] + [_end("r3", "completed")]  # r3 listed twice
+    assert fin.end(batch, ack=ack, event=b"finished") == 3
+    assert streams.deliveries(r, k.batches("cpu"), "cpu", bid) == 0  # acked
+    assert fin.end(batch, ack=ack, event=b"finished") == 0  # and again: nothing new
+    results = [x for e in streams.read(r, {k.reply("c"): "0"}) for x in read_reply(e.raw)]
+    assert sorted((x.request_id, x.status) for x in results) == [
+        ("r0", "expired"), ("r1", "completed"), ("r2", "completed"), ("r3", "completed")]
+    raws = [e.raw for e in streams.read(r, {k.telemetry: "0"})]
+    assert raws.count(b"finished") == 2  # once per end() of the batch, as a redelivery always reported
+    (done,) = [decode(x) for x in raws if x != b"finished" and msgpack.unpackb(x).get("event") == "job.completed"]
+    assert (done.requests, done.completed, done.expired) == (4, 3, 1)
+    assert r.hget(k.job("j"), "remaining") == b"0"
+
+
+def test_a_job_ended_whole_costs_one_flag_write(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    fin = Finalizer(r, settings)
+    fin.register(_job(32), "5-0", 5.0)
+
+    def calls() -> dict[str, int]:
+        stats = r.info("commandstats")
+        return {c: int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("hset", "hsetnx", "xadd")}
+
+    before = calls()
+    assert fin.end([_end(f"r{i}", "completed") for i in range(32)]) == 32
+    after = calls()
+    # one HSET of the 32 flags, one XADD of the `results` entry and one of job.completed
+    assert {c: after[c] - before[c] for c in after} == {"hset": 1, "hsetnx": 0, "xadd": 2}
