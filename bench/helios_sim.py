@@ -86,6 +86,8 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
     run = Run(policy, first_arrival=float(arrivals[0]))
     by_name = {c.name: c for c in cands}
     helios = Helios("lm", cands, objective, params) if policy.startswith("helios") else None
+    if helios is not None:  # the worker's budget, as its heartbeat tells the live planner
+        helios.set_budget(memory_mb, costs[helios.shortlist[0].name].block_size)
     resident: tuple[str, int] | None = None
     now, nxt, n = 0.0, 0, len(arrivals)
     while nxt < n:
@@ -144,7 +146,7 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         run.last_done = now
         nxt += size
         if helios is not None:
-            helios.dispatched(model, depth, size)
+            helios.dispatched(model, depth, size, waiting)
             items = tuple(_item(tr, p, depth, ei, new) for p in batch)
             helios.observe(BatchObs(model, depth, size, exec_s, items, load if load > 0 else None))
             helios.events.clear()
