@@ -254,15 +254,18 @@ class Helios:
         if d is None:
             return
         before = (self.model, self.depth)
-        share = sum(exits[1:d + 1]) / sum(exits)
+        total = sum(exits)
+        options = [{"model": self.model, "depth": k, "action": "drop_back" if k == d else "hold",
+                    "coverage": round(sum(exits[1:k + 1]) / total, 4), "tokens": seen}
+                   for k in self.by_name[self.model].depths if self._floor <= k <= before[1]]
         self.depth = d
         self.cbc.reset()
         self._recent.clear()
         self.counts["drops"] += 1
         self.events.append(("helios.dropped_back", {
             "family": self.family, "objective": self.objective, "from_model": before[0], "from_depth": before[1],
-            "model": self.model, "depth": d, "action": "drop_back", "tokens": seen, "coverage": round(share, 4),
-            "exits": exits, "breaches": self._tripped_at}))
+            "model": self.model, "depth": d, "action": "drop_back", "options": options,
+            "breaches": exits[0]}))
 
     def _select(self) -> None:
         """Evaluation done: the PHT picks the candidate and its depth."""

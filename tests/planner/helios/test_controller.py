@@ -3,13 +3,16 @@ from __future__ import annotations
 import pytest
 
 from adaserve.broker.errors import ConfigError
+from adaserve.broker.events import HeliosDroppedBack
 from adaserve.planner.helios.controller import Helios, HeliosParams
 from adaserve.planner.helios.pht import BatchObs, ItemStats
 from adaserve.planner.helios.repository import Candidate
 
 
-def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[str, float]) -> list[str]:
-    """Serve ``n`` prompts one by one; each result's exits and perplexity from the tables."""
+def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[str, float],
+        bodies: list[tuple[str, dict[str, object]]] | None = None) -> list[str]:
+    """Serve ``n`` prompts one by one; each result's exits and perplexity from the tables (the
+    events' bodies into ``bodies`` when given)."""
     names = []
     for _ in range(n):
         model, depth, _ = h.target()
@@ -18,8 +21,10 @@ def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[st
         # at a partial depth, tokens exiting deeper are breaches
         ex = [sum(full[depth + 1:]) + full[0], *full[1:depth + 1]]
         item = ItemStats(sum(full), ex[0], tuple(ex), ppl_of[model] * (1.0 + 0.02 * (h.by_name[model].max_depth - depth)))
-        for name, _ in h.observe(BatchObs(model, depth, 1, 0.01 * depth, (item,))):
+        for name, body in h.observe(BatchObs(model, depth, 1, 0.01 * depth, (item,))):
             names.append(name)
+            if bodies is not None:
+                bodies.append((name, body))
     return names
 
 
@@ -172,9 +177,16 @@ def test_a_load_more_drops_back_once_the_breaches_subside(cands: list[Candidate]
     # while the tokens still need it, the depth is held
     assert "helios.dropped_back" not in run(h, 20, hard, ppl) and h.depth == deeper
     # the burst is over: after a window of tokens that exit at 2 again, back to depth 2
-    events = run(h, 10, easy, ppl)
+    bodies: list[tuple[str, dict[str, object]]] = []
+    events = run(h, 10, easy, ppl, bodies)
     assert "helios.dropped_back" in events and (h.model, h.depth) == ("deep", 2)
     assert h.counts["drops"] == 1 and h.counts["breach_trips"] >= 1
+    # the event carries the figures that decided and is a valid telemetry event
+    body = next(b for n, b in bodies if n == "helios.dropped_back")
+    ev = HeliosDroppedBack(ts=0.0, **body)  # type: ignore[arg-type]
+    assert (ev.from_depth, ev.depth) == (deeper, 2)
+    cov = {o["depth"]: o["coverage"] for o in ev.options}
+    assert cov[2] >= 0.65 and set(cov) == {d for d in (2, 4, 6, 8) if d <= deeper}
 
 
 def test_options_are_sized_by_the_queue_and_the_memory(cands: list[Candidate]) -> None:
