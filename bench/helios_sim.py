@@ -62,6 +62,7 @@ class Run:
     loads: int = 0
     switches: int = 0
     loaded_more: int = 0
+    dropped_back: int = 0
     breach_trips: int = 0
     evaluations: int = 0
     breach_tokens: int = 0
@@ -76,7 +77,8 @@ class Run:
                 "perplexity_by_task": {t: float(math.exp(np.mean(v))) for t, v in self.task_log_ppl.items()},
                 "cpu_s_per_token": self.busy_s / max(self.tokens, 1), "mean_batch": float(np.mean(self.batches)),
                 "exits": dict(sorted(self.exits.items())), "loads": self.loads, "switches": self.switches,
-                "loaded_more": self.loaded_more, "breach_trips": self.breach_trips, "evaluations": self.evaluations,
+                "loaded_more": self.loaded_more, "dropped_back": self.dropped_back, "breach_trips": self.breach_trips,
+                "evaluations": self.evaluations,
                 "breach_unchanged": self.breach_same / self.breach_tokens if self.breach_tokens else None}
 
 
@@ -152,6 +154,7 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
             helios.events.clear()
     if helios is not None:
         run.loaded_more = helios.counts["loads"]
+        run.dropped_back = helios.counts["drops"]
         run.breach_trips = helios.counts["breach_trips"]
         run.switches = helios.counts["switches"]
         run.evaluations = helios.counts["evaluations"]
