@@ -4,10 +4,11 @@
 ``dispatched`` counts prompts out; ``observe`` takes a finished batch's results into the PHT and
 the breach counter and makes the decisions. The phases:
 
-1. **evaluate**: each shortlisted candidate serves the next ``eval_prompts`` prompts in turn,
-   as one batch at the deepest depth the memory budget fits them at (every exit head up to it
-   read), as real answers; once every candidate's results are in, the PHT chooses the candidate
-   and its greedy depth (``helios.evaluated``);
+1. **evaluate**: each shortlisted candidate serves the next ``eval_prompts`` prompts in turn
+   (more in its first batch when more wait), at the depth it is expected to serve at and no
+   deeper than the memory budget fits them (every exit head up to it read), as real answers;
+   once every candidate's results are in, the PHT chooses the candidate and its greedy depth
+   (``helios.evaluated``);
 2. **serve**: batches run at that depth; results feed the counter; when it trips, load more
    layers (``helios.loaded_more``) or switch (``helios.switched``), by ``load_more_or_switch``;
    once the tokens at a loaded-more depth show the chosen depth covering them again, drop back
