@@ -147,9 +147,9 @@ def test_evaluation_runs_as_a_batch_where_the_memory_fits_it(cands: list[Candida
         sent.append((model, depth, limit))
         h.dispatched(model, depth, 3, waiting=20)
     assert ("deep", 4) in {(m, d) for m, d, _ in sent}
-    # the first batch of each candidate takes what memory allows at the evaluation depths, the
-    # same bound for every candidate (the smallest: 4 at deep@4)
-    assert all(limit == 4 for _, _, limit in sent[:2])
+    # the first batch of each candidate has no limit of HELIOS's own (the scheduler bounds it by
+    # the memory at that depth): more than eval_prompts when more wait
+    assert [limit for _, _, limit in sent[:2]] == [None, None]
     # results at depth 4 complete deep's evaluation (exits read up to there)
     for m, d in (("small", 2), ("deep", 4)):
         ex = (0, 0, 3) if m == "small" else (0, 0, 3, 0, 0)
