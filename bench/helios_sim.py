@@ -62,6 +62,7 @@ class Run:
     loads: int = 0
     switches: int = 0
     loaded_more: int = 0
+    dropped_back: int = 0
     breach_trips: int = 0
     evaluations: int = 0
     breach_tokens: int = 0
@@ -76,7 +77,8 @@ class Run:
                 "perplexity_by_task": {t: float(math.exp(np.mean(v))) for t, v in self.task_log_ppl.items()},
                 "cpu_s_per_token": self.busy_s / max(self.tokens, 1), "mean_batch": float(np.mean(self.batches)),
                 "exits": dict(sorted(self.exits.items())), "loads": self.loads, "switches": self.switches,
-                "loaded_more": self.loaded_more, "breach_trips": self.breach_trips, "evaluations": self.evaluations,
+                "loaded_more": self.loaded_more, "dropped_back": self.dropped_back, "breach_trips": self.breach_trips,
+                "evaluations": self.evaluations,
                 "breach_unchanged": self.breach_same / self.breach_tokens if self.breach_tokens else None}
 
 
@@ -86,6 +88,8 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
     run = Run(policy, first_arrival=float(arrivals[0]))
     by_name = {c.name: c for c in cands}
     helios = Helios("lm", cands, objective, params) if policy.startswith("helios") else None
+    if helios is not None:  # the worker's budget, as its heartbeat tells the live planner
+        helios.set_budget(memory_mb, costs[helios.shortlist[0].name].block_size)
     resident: tuple[str, int] | None = None
     now, nxt, n = 0.0, 0, len(arrivals)
     while nxt < n:
@@ -144,12 +148,13 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         run.last_done = now
         nxt += size
         if helios is not None:
-            helios.dispatched(model, depth, size)
+            helios.dispatched(model, depth, size, waiting)
             items = tuple(_item(tr, p, depth, ei, new) for p in batch)
             helios.observe(BatchObs(model, depth, size, exec_s, items, load if load > 0 else None))
             helios.events.clear()
     if helios is not None:
         run.loaded_more = helios.counts["loads"]
+        run.dropped_back = helios.counts["drops"]
         run.breach_trips = helios.counts["breach_trips"]
         run.switches = helios.counts["switches"]
         run.evaluations = helios.counts["evaluations"]

@@ -288,10 +288,17 @@ class HeliosSwitched(_HeliosDecision):
     event: Literal["helios.switched"] = "helios.switched"
 
 
+class HeliosDroppedBack(_HeliosDecision):
+    """After a load-more, the recent tokens exit at the chosen depth again: ``options`` holds each
+    depth weighed with its share of the last window's tokens (``coverage``) and ``tokens``."""
+
+    event: Literal["helios.dropped_back"] = "helios.dropped_back"
+
+
 Event = Annotated[
     JobAccepted | JobRejected | JobExpired | JobCompleted | JobPlanned | BatchDispatched | BatchFinished
     | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | PlannerState | ModelSwitched
-    | HeliosEvaluated | HeliosLoadedMore | HeliosSwitched | PlacementFinished | PlacementState,
+    | HeliosEvaluated | HeliosLoadedMore | HeliosSwitched | HeliosDroppedBack | PlacementFinished | PlacementState,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -299,5 +306,6 @@ EVENT_TYPES: tuple[str, ...] = (
     "job.accepted", "job.rejected", "job.expired", "job.completed", "job.planned",
     "batch.dispatched", "batch.finished", "batch.deadlettered", "worker.heartbeat",
     "worker.stopped", "planner.replanned", "planner.state", "model.switched",
-    "helios.evaluated", "helios.loaded_more", "helios.switched", "placement.finished", "placement.state",
+    "helios.evaluated", "helios.loaded_more", "helios.switched", "helios.dropped_back", "placement.finished",
+    "placement.state",
 )

@@ -46,7 +46,8 @@ def pht(
 
 def _title(t: dict[str, Any]) -> str:
     return (f"family {t.get('family')} (objective {t.get('objective')}): {t.get('phase')} on "
-            f"{t.get('model')} at depth {t.get('depth')}; shortlist {', '.join(t.get('shortlist', []))}; "
+            f"{t.get('model')} at depth {t.get('depth')}; shortlist {', '.join(t.get('shortlist', []))} "
+            f"(accuracy reference {t.get('reference')}); "
             f"counts {t.get('counts')}")
 
 

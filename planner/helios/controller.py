@@ -4,11 +4,15 @@
 ``dispatched`` counts prompts out; ``observe`` takes a finished batch's results into the PHT and
 the breach counter and makes the decisions. The phases:
 
-1. **evaluate**: each shortlisted candidate serves the next ``eval_prompts`` prompts in turn,
-   whole (every exit head read), as real answers; once every candidate's results are in, the
-   PHT chooses the candidate and its greedy depth (``helios.evaluated``);
+1. **evaluate**: each shortlisted candidate serves the next ``eval_prompts`` prompts in turn
+   (more in its first batch when more wait), at the depth it is expected to serve at and no
+   deeper than the memory budget fits them (every exit head up to it read), as real answers;
+   once every candidate's results are in, the PHT chooses the candidate and its greedy depth
+   (``helios.evaluated``);
 2. **serve**: batches run at that depth; results feed the counter; when it trips, load more
    layers (``helios.loaded_more``) or switch (``helios.switched``), by ``load_more_or_switch``;
+   once the tokens at a loaded-more depth show the chosen depth covering them again, drop back
+   to it (``helios.dropped_back``);
 3. every ``reassess`` prompts the candidates are evaluated again (back to 1).
 
 No clock is read and nothing is published here: events are returned for the shell to send.
@@ -16,13 +20,26 @@ No clock is read and nothing is published here: events are returned for the shel
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adaserve.broker.errors import ConfigError
 
 from .cbc import BreachCounter
-from .decide import OBJECTIVES, Choice, choose, load_more_or_switch, shortlist
+from .decide import (
+    OBJECTIVES,
+    Choice,
+    batch_for_memory,
+    choose,
+    drop_back_depth,
+    eval_depth,
+    greedy_depth,
+    load_more_or_switch,
+    profile_depth,
+    reference,
+    shortlist,
+)
 from .pht import BatchObs, PerformanceHistory
 from .repository import Candidate
 
@@ -69,6 +86,7 @@ class Helios:
         self.p = params or HeliosParams()
         self.all = tuple(candidates)
         self.shortlist = shortlist(self.all, objective, self.p.k)
+        self.reference = reference(self.shortlist)  # what static selection would serve with
         self.by_name = {c.name: c for c in self.all}
         self.pht = PerformanceHistory()
         self.cbc = BreachCounter(self.p.window, self.p.breach_limit)
@@ -76,11 +94,21 @@ class Helios:
         self.model = self.shortlist[0].name
         self.depth = self.shortlist[0].max_depth
         self.loaded: set[tuple[str, int]] = set()  # (model, depth) some worker has loaded
+        # the serving pool's memory budget and context per sequence (the scheduler's, when known):
+        # where an evaluation batch fits
+        self.memory_mb: float | None = None
+        self.context_tokens = 128
+        self._eval_at: list[int | None] = [None] * len(self.shortlist)  # depth each evaluation ran at
+        # prompts waiting when each of the last batches was formed: the demand a decision sizes
+        # its options' batches by (under load, the batch the memory allows at their depth)
+        self._waiting: deque[int] = deque(maxlen=16)
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)
         self._eval_extra = 0
         self._since_select = 0
-        self.counts = {"evaluations": 0, "loads": 0, "switches": 0, "breach_trips": 0}
+        self.counts = {"evaluations": 0, "loads": 0, "switches": 0, "breach_trips": 0, "drops": 0}
+        self._floor = self.depth  # the depth the last selection or switch chose (accuracy-checked)
+        self._recent: deque[tuple[int, tuple[int, ...]]] = deque()  # (tokens, exits) since a load-more
         self.events: list[Event] = []
         self._tripped_at = 0  # breaches in the window when the counter last tripped
         # Hysteresis: models a breach decision left since the last selection. A breach never
@@ -90,23 +118,63 @@ class Helios:
         self._left: set[str] = set()
         self._stale: set[str] = set()  # candidates whose rows the running re-assessment replaces
 
+    def set_budget(self, memory_mb: float | None, context_tokens: int | None = None) -> None:
+        """The serving pool's memory budget (and context per sequence) bounds evaluation batches."""
+        self.memory_mb = memory_mb
+        if context_tokens:
+            self.context_tokens = context_tokens
+
     # -- what the next batch runs --------------------------------------------------------------
+    def _eval_depth(self, i: int) -> int:
+        """Where candidate ``i`` is evaluated: at the depth it is expected to serve at (its greedy
+        depth as the PHT last saw it; before any row, the deepest its profile's tasks need), no
+        deeper than its evaluation prompts fit one batch in memory. Every exit head up to there is
+        read, so the PHT learns the exits up to the depth a decision would pick; a shortfall there
+        makes the greedy depth the whole model (``greedy_depth``), a conservative answer, and depths
+        not run are estimated (``pht.estimate``). Evaluating whole made the deep candidate run one
+        prompt at a time under the 8 MB budget (docs/helios.md, "What caps it")."""
+        at = self._eval_at[i]
+        if at is not None:  # once some of its prompts went out, the rest go at the same depth
+            return at
+        c = self.shortlist[i]
+        if not self.p.partial:
+            return c.max_depth
+        expected = greedy_depth(self.pht, c, self.p.coverage) if self.pht.of(c.name) else profile_depth(
+            c, self.p.coverage)
+        return min(expected, eval_depth(c, self.memory_mb, self.context_tokens, self.p.eval_prompts))
+
     def target(self) -> tuple[str, int, int | None]:
         """(model, depth, most prompts this batch may take: None for no limit of HELIOS's own)."""
         if self.phase == "evaluate":
             for i, c in enumerate(self.shortlist):
                 if self._eval_sent[i] < self.p.eval_prompts:
-                    return c.name, c.max_depth, self.p.eval_prompts - self._eval_sent[i]
+                    # Its first batch may take more than ``eval_prompts`` when more wait (up to
+                    # what the memory allows at its evaluation depth): real answers either way, a
+                    # batch costs little more than one prompt, and five prompts measure a
+                    # perplexity to about +-10%, coarser than the 5% bound. (Holding every
+                    # candidate to the smallest such batch was measured: 0.89 / 0.90 of the best
+                    # fixed cut near saturation / in overload against 0.92 / 0.93.)
+                    left = self.p.eval_prompts - self._eval_sent[i]
+                    return c.name, self._eval_depth(i), None if self._eval_sent[i] == 0 else left
             # every evaluation prompt is out: serve on with the last one until the results are in
-            last = self.shortlist[-1]
-            return last.name, last.max_depth, None
+            last = len(self.shortlist) - 1
+            return self.shortlist[last].name, self._eval_depth(last), None
         return self.model, self.depth, None
 
-    def dispatched(self, model: str, depth: int, n: int) -> None:
+    def _batch_of(self, c: Candidate, depth: int) -> int:
+        """The batch ``c`` at ``depth`` would run at: what the queue has held of late, bounded by
+        the memory budget at that depth (Sec. 5.2: the memory a partial load saves becomes batch)."""
+        demand = max(round(sum(self._waiting) / len(self._waiting)), 1) if self._waiting else 1
+        return batch_for_memory(c.at(depth), self.memory_mb, self.context_tokens, demand)
+
+    def dispatched(self, model: str, depth: int, n: int, waiting: int | None = None) -> None:
+        """``n`` prompts went out to ``model`` at ``depth``; ``waiting``: how many were queued."""
+        self._waiting.append(max(n, waiting or 0))
         if self.phase == "evaluate":
             for i, c in enumerate(self.shortlist):
                 if c.name == model and self._eval_sent[i] < self.p.eval_prompts:
                     self._eval_sent[i] += n
+                    self._eval_at[i] = depth
                     return
             self._eval_extra += n  # served on while the evaluation's results come in
             return
@@ -121,21 +189,29 @@ class Helios:
         self.phase = "evaluate"
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)
+        self._eval_at = [None] * len(self.shortlist)
         self._eval_extra = 0
+
+    def _is_eval(self, obs: BatchObs) -> int | None:
+        """The shortlist index whose evaluation ``obs`` is a result of, if any."""
+        for i, c in enumerate(self.shortlist):
+            if c.name == obs.model and obs.depth == self._eval_at[i]:
+                return i
+        return None
 
     # -- results -------------------------------------------------------------------------------
     def observe(self, obs: BatchObs) -> list[Event]:
         if obs.model not in self.by_name:
             return []
-        if obs.model in self._stale and self.phase == "evaluate" and obs.depth == self.by_name[obs.model].max_depth:
+        ev = self._is_eval(obs) if self.phase == "evaluate" else None
+        if obs.model in self._stale and ev is not None:
             self.pht.forget({obs.model})
             self._stale.discard(obs.model)
         self.pht.record(obs)
         self.loaded.add((obs.model, obs.depth))
         if self.phase == "evaluate":
-            for i, c in enumerate(self.shortlist):
-                if c.name == obs.model and obs.depth == c.max_depth:
-                    self._eval_seen[i] += len(obs.items)
+            if ev is not None:
+                self._eval_seen[ev] += len(obs.items)
             # Every candidate's evaluation prompts are back; or, when some never come back (expired,
             # failed), every candidate has results and as many prompts again went out meanwhile.
             late = self._eval_extra >= self.p.eval_prompts * len(self.shortlist)
@@ -148,16 +224,54 @@ class Helios:
         for it in obs.items:
             if self.cbc.add_many(it.tokens, it.breaches):
                 self._breach()
-                break
+                return self._take()
+        if self.depth > self._floor:
+            self._maybe_drop_back(obs)
         return self._take()
+
+    def _maybe_drop_back(self, obs: BatchObs) -> None:
+        """A load-more answered a burst of breaches; once the last ``window`` tokens at the deeper
+        depth show a shallower one (not below the chosen depth) covering ``coverage`` of them
+        again, the burst is over: serve there again (the deeper layers stay resident, so a new
+        burst costs no load)."""
+        for it in obs.items:
+            if it.exits:
+                self._recent.append((it.tokens, it.exits))
+        seen = sum(t for t, _ in self._recent)
+        while self._recent and seen - self._recent[0][0] >= self.p.window:  # keep the last window
+            seen -= self._recent.popleft()[0]
+        if seen < self.p.window:
+            return
+        exits = [0] * (self.depth + 1)
+        for _, ex in self._recent:
+            for k, n in enumerate(ex[:self.depth + 1]):
+                exits[k] += n
+        d = drop_back_depth(self.by_name[self.model], exits, self.depth, self._floor, self.p.coverage)
+        if d is None:
+            return
+        before = (self.model, self.depth)
+        total = sum(exits)
+        options = [{"model": self.model, "depth": k, "action": "drop_back" if k == d else "hold",
+                    "coverage": round(sum(exits[1:k + 1]) / total, 4), "tokens": seen}
+                   for k in self.by_name[self.model].depths if self._floor <= k <= before[1]]
+        self.depth = d
+        self.cbc.reset()
+        self._recent.clear()
+        self.counts["drops"] += 1
+        self.events.append(("helios.dropped_back", {
+            "family": self.family, "objective": self.objective, "from_model": before[0], "from_depth": before[1],
+            "model": self.model, "depth": d, "action": "drop_back", "options": options,
+            "breaches": exits[0]}))
 
     def _select(self) -> None:
         """Evaluation done: the PHT picks the candidate and its depth."""
         c = choose(self.pht, self.shortlist, self.objective, coverage=self.p.coverage, ppl_slack=self.p.ppl_slack,
-                   horizon=self.p.horizon_tokens, partial=self.p.partial, loaded=self.loaded)
+                   horizon=self.p.horizon_tokens, partial=self.p.partial, loaded=self.loaded, ref=self.reference,
+                   batch=self._batch_of)
         before = (self.model, self.depth)
         first = self.counts["evaluations"] == 0
         self._apply(c)
+        self._floor = c.depth
         self._left.clear()
         self.phase, self._since_select = "serve", 0
         self.counts["evaluations"] += 1
@@ -174,16 +288,19 @@ class Helios:
             return
         c = load_more_or_switch(self.pht, self.shortlist, self.model, self.depth, self.objective,
                                 coverage=self.p.coverage, ppl_slack=self.p.ppl_slack, horizon=self.p.horizon_tokens,
-                                switching=self.p.switching, loaded=self.loaded, exclude=frozenset(self._left))
+                                switching=self.p.switching, loaded=self.loaded, exclude=frozenset(self._left),
+                                ref=self.reference, batch=self._batch_of)
         before, self._tripped_at = (self.model, self.depth), self.cbc.count
         self.cbc.reset()
         if c.action == "stay" or (c.model, c.depth) == before:
             return
         self._apply(c)
         if c.action == "load_more":
+            self._recent.clear()
             self.counts["loads"] += 1
             self.events.append(("helios.loaded_more", self._body(c, before)))
         else:
+            self._floor = c.depth
             self._left.add(before[0])
             self.counts["switches"] += 1
             self.events.append(("helios.switched", self._body(c, before)))
@@ -204,4 +321,5 @@ class Helios:
     def snapshot(self) -> dict[str, object]:
         return {"family": self.family, "objective": self.objective, "phase": self.phase, "model": self.model,
                 "depth": self.depth, "shortlist": [c.name for c in self.shortlist], "counts": dict(self.counts),
+                "reference": self.reference.name,
                 "breaches": self.cbc.count, "rows": self.pht.snapshot()}

@@ -3,25 +3,35 @@
 * ``shortlist``: the top K candidates for the objective from the offline figures (Step 1);
 * ``greedy_depth``: the shallowest exit that covers ``coverage`` of the tokens' exits (Step 3);
 * ``choose``: after an evaluation round, the candidate and depth that best meet the objective
-  among those whose perplexity is within ``ppl_slack`` of the most accurate (Step 2);
+  among the accurate enough ones (``_accurate``: within ``ppl_slack`` of what static selection
+  would serve this traffic with, or of the best option under the ``accuracy`` objective; Step 2);
 * ``load_more_or_switch``: on a tripped breach counter, loading more layers of the current model
   against switching to another candidate at its own greedy depth (or deeper, when that is not
   accurate enough), by which meets the objective
   at the least cost over the coming ``horizon`` tokens *including* the measured load time;
 * ``batch_for_memory``: the batch that fits a worker's memory with weights and KV cache at the
-  loaded depth (partial loading turned into larger batches, Sec. 5.2).
+  loaded depth (partial loading turned into larger batches, Sec. 5.2);
+* ``eval_depth``: the deepest exit at which a candidate's evaluation prompts fit one batch;
+* ``drop_back_depth``: after a load-more, the shallower depth the recent tokens cover again.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .pht import Estimate, PerformanceHistory, estimate
 from .repository import Candidate, DepthFigures
 
 OBJECTIVES = ("throughput", "latency", "accuracy", "energy")
+# The batch an option would run at: a number, or per (candidate, depth) (what the memory budget
+# allows at that depth, up to what the queue holds; the controller's ``_batch_of``).
+Batch = int | Callable[[Candidate, int], int]
+
+
+def _at(batch: Batch, c: Candidate, depth: int) -> int:
+    return batch(c, depth) if callable(batch) else batch
 
 
 def profile_score(fig: DepthFigures, objective: str, batch: int = 1) -> float:
@@ -87,6 +97,17 @@ def greedy_depth(pht: PerformanceHistory, cand: Candidate, coverage: float) -> i
     return cand.max_depth
 
 
+def profile_depth(cand: Candidate, coverage: float) -> int:
+    """The greedy depth the repository's figures give before this traffic has been seen: the
+    deepest any profiled task needs (each task's shallowest exit whose held-out share reaches
+    ``coverage``; the whole model for a task no exit covers)."""
+    need = cand.max_depth if not cand.at(cand.max_depth).exit_share else 0
+    for task in cand.at(cand.max_depth).exit_share:
+        need = max(need, next((d for d in cand.depths if cand.at(d).exit_share.get(task, 0.0) >= coverage),
+                              cand.max_depth))
+    return need
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
     model: str
@@ -103,17 +124,39 @@ def _row(e: Estimate, cost: float, action: str) -> dict[str, object]:
             "coverage": None if e.coverage is None else round(e.coverage, 4), "cost": round(cost, 6)}
 
 
+def reference(cands: Sequence[Candidate]) -> Candidate:
+    """The candidate static selection would serve every prompt with: the most accurate by the
+    repository's benchmark figures at full depth (Sec. 1: static selection rests on generic
+    telemetry). Its perplexity *on this traffic* is the accuracy a cost objective must keep."""
+    return min(cands, key=lambda c: (c.at(c.max_depth).mean_perplexity(), c.name))
+
+
+def _accurate(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float,
+              ref_ppl: float | None) -> list[tuple[Estimate, str]]:
+    """The options accurate enough for ``objective``.
+
+    ``accuracy``: within ``ppl_slack`` of the best option (the user asked for the best model).
+    Any other objective: within ``ppl_slack`` of ``ref_ppl``, the static selection's model whole
+    on this traffic: the paper's promise is accuracy comparable to static selection while the
+    objective is optimised (abstract, Sec. 5.1), not the accuracy of whichever candidate happens to
+    be best on this segment; holding a cost objective to the latter made a better model for the
+    segment a reason to serve it slower. When no option reaches that (the reference's figures are
+    poor on this traffic), the best option's bound applies, so some option always qualifies."""
+    best_ppl = min(e.perplexity for e, _ in options)
+    bound = best_ppl if objective == "accuracy" or ref_ppl is None else max(ref_ppl, best_ppl)
+    return [o for o in options if o[0].perplexity <= bound * (1 + ppl_slack)]
+
+
 def _best(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float, horizon: int,
-          loaded: set[tuple[str, int]], coverage: float) -> Choice:
+          loaded: set[tuple[str, int]], coverage: float, ref_ppl: float | None = None) -> Choice:
     """The option with the least cost over ``horizon`` tokens among the accurate enough ones.
 
-    Accurate enough: its perplexity within ``ppl_slack`` of the best option's; among those, the
-    ones whose tokens are confident at their depth for at least ``coverage`` of this traffic (as
-    far as the PHT knows; all of them when none is). Accuracy comes first: a model can be
-    confident and still worse on this task. Cost is in the objective's unit times tokens, plus
-    the load time where the option needs a load (for accuracy: perplexity first, then the cost)."""
-    best_ppl = min(e.perplexity for e, _ in options)
-    accurate = [o for o in options if o[0].perplexity <= best_ppl * (1 + ppl_slack)]
+    Accurate enough: ``_accurate``; among those, the ones whose tokens are confident at their
+    depth for at least ``coverage`` of this traffic (as far as the PHT knows; all of them when
+    none is). Accuracy comes first: a model can be confident and still worse on this task. Cost
+    is in the objective's unit times tokens, plus the load time where the option needs a load
+    (for accuracy: perplexity first, then the cost)."""
+    accurate = _accurate(options, objective, ppl_slack, ref_ppl)
     confident = [o for o in accurate if o[0].coverage is None or o[0].coverage >= coverage] or accurate
     rows, ok = [], []
     for e, action in options:
@@ -131,23 +174,30 @@ def _best(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float,
     return Choice(e.model, e.depth, action, cost, tuple(rows))
 
 
+def _ref_ppl(pht: PerformanceHistory, cands: Sequence[Candidate], ref: Candidate | None) -> float | None:
+    """The static selection's perplexity on this traffic, whole model (PHT-scaled)."""
+    ref = ref or (reference(cands) if cands else None)
+    return None if ref is None else estimate(pht, ref, ref.max_depth).perplexity
+
+
 def choose(pht: PerformanceHistory, cands: Sequence[Candidate], objective: str, *, coverage: float,
-           ppl_slack: float, horizon: int, batch: int = 1, partial: bool = True,
-           loaded: set[tuple[str, int]] | None = None) -> Choice:
+           ppl_slack: float, horizon: int, batch: Batch = 1, partial: bool = True,
+           loaded: set[tuple[str, int]] | None = None, ref: Candidate | None = None) -> Choice:
     """After evaluation: each candidate at its greedy depth and the exits below it (only whole
     without ``partial``): the deeper ones are the fallback when the greedy depth is not accurate
-    enough."""
+    enough. ``ref``: the static selection's candidate (default: ``reference(cands)``)."""
     options = []
     for c in cands:
         for d in _depths(pht, c, coverage) if partial else (c.max_depth,):
-            options.append((estimate(pht, c, d, batch), "select"))
-    return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage)
+            options.append((estimate(pht, c, d, _at(batch, c, d)), "select"))
+    return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage,
+                 _ref_ppl(pht, cands, ref))
 
 
 def load_more_or_switch(pht: PerformanceHistory, cands: Sequence[Candidate], current: str, depth: int,
-                        objective: str, *, coverage: float, ppl_slack: float, horizon: int, batch: int = 1,
+                        objective: str, *, coverage: float, ppl_slack: float, horizon: int, batch: Batch = 1,
                         switching: bool = True, loaded: set[tuple[str, int]] | None = None,
-                        exclude: frozenset[str] = frozenset()) -> Choice:
+                        exclude: frozenset[str] = frozenset(), ref: Candidate | None = None) -> Choice:
     """The breach counter tripped while ``current`` runs at ``depth``: load the next deeper exit
     of the current model that the PHT says covers ``coverage`` of the tokens (at least one exit
     deeper), or switch to another candidate at its own greedy depth: whichever costs least.
@@ -159,14 +209,15 @@ def load_more_or_switch(pht: PerformanceHistory, cands: Sequence[Candidate], cur
     options: list[tuple[Estimate, str]] = []
     if deeper:
         d = next((x for x in deeper if (pht.exit_share(current, x) or 0.0) >= coverage), deeper[-1])
-        options.append((estimate(pht, cur, d, batch), "load_more"))
+        options.append((estimate(pht, cur, d, _at(batch, cur, d)), "load_more"))
     else:  # the whole model is loaded already: staying is the alternative to a switch
-        options.append((estimate(pht, cur, depth, batch), "stay"))
+        options.append((estimate(pht, cur, depth, _at(batch, cur, depth)), "stay"))
     if switching:
         for c in cands:
             if c.name != current and c.name not in exclude:
-                options += [(estimate(pht, c, d, batch), "switch") for d in _depths(pht, c, coverage)]
-    return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage)
+                options += [(estimate(pht, c, d, _at(batch, c, d)), "switch") for d in _depths(pht, c, coverage)]
+    return _best(options, objective, ppl_slack, horizon, loaded or set(), coverage,
+                 _ref_ppl(pht, cands, ref))
 
 
 def _depths(pht: PerformanceHistory, cand: Candidate, coverage: float) -> tuple[int, ...]:
@@ -185,3 +236,31 @@ def batch_for_memory(fig: DepthFigures, memory_mb: float | None, context_tokens:
     free = memory_mb * 2**20 - fig.weight_bytes
     per_seq = max(fig.kv_bytes_per_token * context_tokens, 1)
     return max(1, min(cap, int(free // per_seq)))
+
+
+def eval_depth(cand: Candidate, memory_mb: float | None, context_tokens: int, prompts: int) -> int:
+    """Where a candidate's evaluation runs: the deepest exit at which its ``prompts`` evaluation
+    prompts fit one batch in ``memory_mb`` (the whole model without a budget; the shallowest exit
+    when not even that fits them). The exits the PHT needs are read off every head up to that
+    depth; deeper ones are estimated (``pht.estimate``). Evaluating whole where the whole model
+    fits one sequence served the evaluation one prompt at a time."""
+    if memory_mb is None or memory_mb <= 0:
+        return cand.max_depth
+    fits = [d for d in cand.depths if batch_for_memory(cand.at(d), memory_mb, context_tokens, prompts) >= prompts]
+    return fits[-1] if fits else cand.depths[0]
+
+
+def drop_back_depth(cand: Candidate, exits: Sequence[int], loaded: int, floor: int, coverage: float) -> int | None:
+    """After a load-more to ``loaded``: the shallowest exit in ``floor`` .. below ``loaded`` that
+    covers ``coverage`` of the recent tokens (``exits[k]``: tokens whose first confident exit is
+    k, 0 none), None when none does. ``floor`` is the depth the last selection or switch chose,
+    which was held to the accuracy bound; going below it is the next decision's business. The
+    bar is the one greedy loading sets (``coverage``; 0.65 by default, above the counter's trip at
+    more than 50 breaches in 100 tokens), so a depth dropped back to does not trip again at once."""
+    total = sum(exits)
+    if total <= 0:
+        return None
+    for d in cand.depths:
+        if floor <= d < loaded and sum(exits[1:d + 1]) / total >= coverage:
+            return d
+    return None

@@ -199,11 +199,13 @@ class Estimate:
 
 
 def estimate(pht: PerformanceHistory, cand: Candidate, depth: int, batch: int = 1) -> Estimate:
-    """What ``cand`` loaded to ``depth`` should do on this traffic.
+    """What ``cand`` loaded to ``depth`` should do on this traffic in batches of ``batch``.
 
-    A measured row at ``depth`` answers directly; otherwise the profile's figure at ``depth`` is
-    scaled by measured / profiled at the nearest depth that ran, so that the traffic's character
-    (a task the model knows less, longer prompts) carries over to depths not yet tried."""
+    The profile's figure at ``depth`` and ``batch`` is scaled by measured / profiled at the
+    nearest depth that ran (its own row first), the profiled figure taken at the batch that row
+    ran at: the traffic's character (a task the model knows less, longer prompts) carries over
+    to depths and batch sizes not yet tried (an evaluation runs a handful of prompts; serving
+    under load runs the batch the memory allows)."""
     fig = cand.at(depth)
     rows = pht.of(cand.name)
     own = pht.rows.get((cand.name, depth))
@@ -218,7 +220,7 @@ def estimate(pht: PerformanceHistory, cand: Candidate, depth: int, batch: int = 
         rate, ttft, ppl = fig.rate(batch), fig.ttft_s, fig.mean_perplexity()
     else:
         rf = cand.at(ref.depth)
-        rate = scaled(ref.tokens_per_s(), rf.rate(batch), fig.rate(batch))
+        rate = scaled(ref.tokens_per_s(), rf.rate(max(round(ref.mean_batch()), 1)), fig.rate(batch))
         ttft = scaled(ref.ttft_s(), rf.ttft_s, fig.ttft_s)
         ppl = scaled(ref.perplexity(), rf.mean_perplexity(), fig.mean_perplexity())
     load = own.load_s if own is not None and own.load_s is not None else fig.load_s

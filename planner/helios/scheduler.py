@@ -49,9 +49,10 @@ class HeliosScheduler(Scheduler):
         size = batch_for_memory(cand.at(depth), self.memory_mb, self.context_tokens, max_size)
         if limit is not None:
             size = min(size, limit)
+        waiting = len(self._q)
         batch = [self._q.popleft() for _ in range(min(size, len(self._q)))]
         if batch:
-            self.helios.dispatched(model, depth, len(batch))
+            self.helios.dispatched(model, depth, len(batch), waiting)
             self._events.extend(self.helios.events)
             self.helios.events.clear()
         rate = cand.at(depth).rate(len(batch))
@@ -83,6 +84,7 @@ class HeliosScheduler(Scheduler):
 
     def set_memory(self, memory_mb: float | None) -> None:
         self.memory_mb = memory_mb
+        self.helios.set_budget(memory_mb, self.context_tokens)
 
     def drain_events(self) -> list[tuple[str, dict[str, object]]]:
         out, self._events = self._events, []

@@ -3,13 +3,16 @@ from __future__ import annotations
 import pytest
 
 from adaserve.broker.errors import ConfigError
+from adaserve.broker.events import HeliosDroppedBack
 from adaserve.planner.helios.controller import Helios, HeliosParams
 from adaserve.planner.helios.pht import BatchObs, ItemStats
 from adaserve.planner.helios.repository import Candidate
 
 
-def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[str, float]) -> list[str]:
-    """Serve ``n`` prompts one by one; each result's exits and perplexity from the tables."""
+def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[str, float],
+        bodies: list[tuple[str, dict[str, object]]] | None = None) -> list[str]:
+    """Serve ``n`` prompts one by one; each result's exits and perplexity from the tables (the
+    events' bodies into ``bodies`` when given)."""
     names = []
     for _ in range(n):
         model, depth, _ = h.target()
@@ -18,8 +21,10 @@ def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[st
         # at a partial depth, tokens exiting deeper are breaches
         ex = [sum(full[depth + 1:]) + full[0], *full[1:depth + 1]]
         item = ItemStats(sum(full), ex[0], tuple(ex), ppl_of[model] * (1.0 + 0.02 * (h.by_name[model].max_depth - depth)))
-        for name, _ in h.observe(BatchObs(model, depth, 1, 0.01 * depth, (item,))):
+        for name, body in h.observe(BatchObs(model, depth, 1, 0.01 * depth, (item,))):
             names.append(name)
+            if bodies is not None:
+                bodies.append((name, body))
     return names
 
 
@@ -115,6 +120,81 @@ def test_a_reassessment_replaces_a_candidates_rows_only_when_its_evaluation_repo
     # the re-assessment has begun: the table still holds what was measured so far
     assert h.pht.rows and h.snapshot()["rows"]
     served = {k for k in h.pht.rows if k[0] == "small"}
+    assert served >= {("small", 1)} and h.pht.rows[("small", 1)].prompts > 1
     run(h, 1, table, {"small": 5.0, "deep": 5.0})  # small's first evaluation result
-    assert {k for k in h.pht.rows if k[0] == "small"} == {("small", 2)} and served >= {("small", 1)}
-    assert h.pht.rows[("small", 2)].prompts == 1
+    # evaluated at the depth it serves at (its greedy depth, 1), its served rows replaced by it
+    assert {k for k in h.pht.rows if k[0] == "small"} == {("small", 1)}
+    assert h.pht.rows[("small", 1)].prompts == 1
+
+
+def _tall() -> Candidate:
+    """A deep candidate whose weights grow with depth: 1 MB a layer pair (KV 2 KiB a token)."""
+    from .conftest import figures
+
+    return Candidate("deep", "lm", 0.8, {d: figures(d, 600.0 / d, 4.7 - 0.0125 * d, weight_mb=d / 2)
+                                         for d in (2, 4, 6, 8)})
+
+
+def test_evaluation_runs_as_a_batch_where_the_memory_fits_it(cands: list[Candidate]) -> None:
+    tall = _tall()
+    h = Helios("lm", [cands[0], tall], "throughput", HeliosParams(eval_prompts=3, reassess=1000))
+    # 3 MB: deep whole (4 MB of weights) does not fit; at depth 4 (2 MB) 1 MB holds 4 sequences
+    # of 256 KiB, at depth 6 nothing
+    h.set_budget(3.0, 128)
+    sent = []
+    while h.phase == "evaluate" and len(sent) < 4:
+        model, depth, limit = h.target()
+        sent.append((model, depth, limit))
+        h.dispatched(model, depth, 3, waiting=20)
+    assert ("deep", 4) in {(m, d) for m, d, _ in sent}
+    # the first batch of each candidate has no limit of HELIOS's own (the scheduler bounds it by
+    # the memory at that depth): more than eval_prompts when more wait
+    assert [limit for _, _, limit in sent[:2]] == [None, None]
+    # results at depth 4 complete deep's evaluation (exits read up to there)
+    for m, d in (("small", 2), ("deep", 4)):
+        ex = (0, 0, 3) if m == "small" else (0, 0, 3, 0, 0)
+        h.observe(BatchObs(m, d, 3, 0.05, tuple(ItemStats(3, 0, ex, 5.0) for _ in range(3))))
+    assert h.phase == "serve" and h.counts["evaluations"] == 1
+
+
+def test_without_a_budget_the_evaluation_is_whole(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3))
+    assert {h.target()[1]} == {cands[0].max_depth}
+
+
+def test_a_load_more_drops_back_once_the_breaches_subside(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=10_000))
+    # deep is the accurate one (small's 6.0 is 20% off it) and exits at 2: served at depth 2
+    easy = {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}
+    ppl = {"small": 6.0, "deep": 5.0}
+    run(h, 10, easy, ppl)
+    assert (h.model, h.depth) == ("deep", 2)
+    # a burst of tokens that need depth 4: the counter trips, more layers are loaded
+    hard = {"small": (16, 0, 0), "deep": (0, 0, 4, 0, 12, 0, 0, 0, 0)}
+    events = run(h, 8, hard, ppl)
+    assert "helios.loaded_more" in events and h.depth > 2
+    deeper = h.depth
+    # while the tokens still need it, the depth is held
+    assert "helios.dropped_back" not in run(h, 20, hard, ppl) and h.depth == deeper
+    # the burst is over: after a window of tokens that exit at 2 again, back to depth 2
+    bodies: list[tuple[str, dict[str, object]]] = []
+    events = run(h, 10, easy, ppl, bodies)
+    assert "helios.dropped_back" in events and (h.model, h.depth) == ("deep", 2)
+    assert h.counts["drops"] == 1 and h.counts["breach_trips"] >= 1
+    # the event carries the figures that decided and is a valid telemetry event
+    body = next(b for n, b in bodies if n == "helios.dropped_back")
+    ev = HeliosDroppedBack(ts=0.0, **body)  # type: ignore[arg-type]
+    assert (ev.from_depth, ev.depth) == (deeper, 2)
+    cov = {o["depth"]: o["coverage"] for o in ev.options}
+    assert cov[2] >= 0.65 and set(cov) == {d for d in (2, 4, 6, 8) if d <= deeper}
+
+
+def test_options_are_sized_by_the_queue_and_the_memory(cands: list[Candidate]) -> None:
+    tall = _tall()
+    h = Helios("lm", [cands[0], tall], "throughput", HeliosParams())
+    h.set_budget(3.0, 128)
+    assert h._batch_of(tall, 2) == 1  # nothing queued yet: one prompt
+    for _ in range(4):
+        h.dispatched("small", 2, 3, waiting=30)
+    # 30 waiting: at depth 2 (1 MB) 2 MB hold 8 sequences; at depth 4, 4
+    assert h._batch_of(tall, 2) == 8 and h._batch_of(tall, 4) == 4

@@ -1,6 +1,16 @@
 from __future__ import annotations
 
-from adaserve.planner.helios.decide import batch_for_memory, choose, greedy_depth, load_more_or_switch, shortlist
+from adaserve.planner.helios.decide import (
+    batch_for_memory,
+    choose,
+    drop_back_depth,
+    eval_depth,
+    greedy_depth,
+    load_more_or_switch,
+    profile_depth,
+    reference,
+    shortlist,
+)
 from adaserve.planner.helios.pht import PerformanceHistory
 from adaserve.planner.helios.repository import Candidate, DepthFigures
 
@@ -105,7 +115,9 @@ def test_accuracy_comes_before_confidence(cands: list[Candidate]) -> None:
     # one is unsure (half its tokens breach) and accurate: confidence must not buy the deep one in
     pht.record(obs("small", 2, (8, 4, 4), ppl=5.0, secs=0.05))
     pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0), ppl=9.0, secs=0.05))
-    c = choose(pht, cands, "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000)
+    # static selection here would serve the small one (the reference): deep's 9.0 is not within
+    # 5% of what it gives on this traffic
+    c = choose(pht, cands, "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000, ref=cands[0])
     assert c.model == "small"
     assert any(o["model"] == "deep" and o["coverage"] == 1.0 for o in c.options)
 
@@ -116,3 +128,78 @@ def test_the_pht_forgets_what_a_reassessment_measures_afresh() -> None:
     pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0)))
     pht.forget({"small"})
     assert [m for m, _ in pht.rows] == ["deep"] and pht.exit_share("small", 2) is None
+
+
+def _tall(weights_mb: dict[int, float]) -> Candidate:
+    """A candidate whose weights grow with depth (1 KiB of KV cache per token)."""
+    return Candidate("tall", "lm", 0.8, {d: DepthFigures(d, {1: 100.0 / d}, 0.01 * d, int(w * 2**20), 1024, 0.01 * d,
+                                                         0.01, {"a": 5.0}, {"a": 0.5})
+                                         for d, w in weights_mb.items()})
+
+
+def test_the_reference_is_what_static_selection_would_pick(cands: list[Candidate]) -> None:
+    # by the repository's figures at full depth: deep (4.6 / 5.52) over small (5.5 / 6.6)
+    assert reference(cands).name == "deep"
+    assert reference([small()]).name == "small"
+
+
+def test_a_cost_objective_keeps_the_accuracy_of_static_selection_not_of_the_segments_best() -> None:
+    """The Python case: the static choice (small here) whole gives 5.24; the deep model is better
+    on this traffic (4.28 whole) and its depth 2 (4.68) is 9% off its own whole model but better
+    than the static choice. Bounding against the best option (4.28) would forbid deep@2 and every
+    small depth and force deep@4 or deeper; bounding against static selection allows deep@2."""
+    pht = PerformanceHistory()
+    pht.record(obs("small", 2, (0, 0, 16), ppl=5.24, secs=0.064))
+    pht.record(obs("deep", 2, (0, 0, 16), ppl=4.68, secs=0.05))
+    pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0), ppl=4.28, secs=0.2))
+    s, d = small(), deep()
+    c = choose(pht, [s, d], "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000, ref=s)
+    assert (c.model, c.depth) == ("deep", 2)
+    # the accuracy objective still takes the best option
+    c = choose(pht, [s, d], "accuracy", coverage=0.7, ppl_slack=0.05, horizon=1000, ref=s)
+    assert (c.model, c.depth) == ("deep", 8)
+    # and an option worse than the static choice by more than the slack stays out however fast
+    pht.forget({"deep"})
+    pht.record(obs("deep", 2, (0, 0, 16), ppl=6.0, secs=0.001))
+    c = choose(pht, [s, d], "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000, ref=s)
+    assert c.model == "small"
+
+
+def test_when_no_option_reaches_the_reference_the_best_options_bound_applies(cands: list[Candidate]) -> None:
+    pht = PerformanceHistory()
+    # the reference (small) measured far better here, but only deep is offered: the bound is the
+    # best option's then, and the fast depth within 5% of deep's whole is taken
+    pht.record(obs("small", 2, (0, 0, 16), ppl=3.0))
+    pht.record(obs("deep", 2, (0, 0, 16), ppl=6.0, secs=0.01))
+    pht.record(obs("deep", 8, (0, 0, 16, 0, 0, 0, 0, 0, 0), ppl=5.9, secs=0.2))
+    c = choose(pht, [cands[1]], "throughput", coverage=0.7, ppl_slack=0.05, horizon=1000, ref=cands[0])
+    assert (c.model, c.depth) == ("deep", 2)
+
+
+def test_evaluation_runs_at_the_deepest_depth_its_prompts_fit() -> None:
+    t = _tall({1: 1.0, 2: 2.0, 3: 3.0, 4: 3.9})
+    # 4 MB: at depth 3, 1 MB free holds 8 sequences of 128 KiB; at depth 4, 0.1 MB holds none
+    assert eval_depth(t, 4.0, 128, 5) == 3
+    assert eval_depth(t, 4.0, 128, 9) == 2
+    assert eval_depth(t, None, 128, 5) == 4  # no budget: whole
+    assert eval_depth(t, 1.05, 128, 5) == 1  # nothing fits five: the shallowest
+
+
+def test_the_profile_depth_is_the_deepest_any_task_needs() -> None:
+    def cand(shares: dict[int, dict[str, float]]) -> Candidate:
+        return Candidate("c", "lm", 0.8, {d: DepthFigures(d, {1: 1.0}, 0.1, 1, 1, 0.1, 0.1, {"a": 5.0, "b": 5.0}, s)
+                                          for d, s in shares.items()})
+    assert profile_depth(cand({1: {"a": 0.7, "b": 0.6}, 2: {"a": 0.8, "b": 0.66}, 4: {"a": 0.9, "b": 0.9}}), 0.65) == 2
+    assert profile_depth(cand({1: {"a": 0.7, "b": 0.1}, 2: {"a": 0.8, "b": 0.2}}), 0.65) == 2  # b: no exit covers
+    assert profile_depth(cand({1: {"a": 0.7, "b": 0.7}, 2: {"a": 0.8, "b": 0.8}}), 0.65) == 1
+
+
+def test_drop_back_is_the_shallowest_covering_depth_not_below_the_floor() -> None:
+    d = deep()
+    recent = [10, 0, 70, 0, 20, 0, 0, 0, 0]  # loaded to 6: 70% exit at 2, 90% by 4, 10% breach
+    assert drop_back_depth(d, recent, loaded=6, floor=2, coverage=0.65) == 2
+    assert drop_back_depth(d, recent, loaded=6, floor=4, coverage=0.65) == 4  # not below the chosen depth
+    assert drop_back_depth(d, recent, loaded=6, floor=2, coverage=0.8) == 4
+    assert drop_back_depth(d, recent, loaded=6, floor=2, coverage=0.95) is None  # still needed
+    assert drop_back_depth(d, recent, loaded=4, floor=4, coverage=0.65) is None  # nothing shallower to go to
+    assert drop_back_depth(d, [0] * 9, loaded=6, floor=2, coverage=0.65) is None

@@ -62,3 +62,15 @@ def test_estimate_scales_the_profile_by_what_this_traffic_measured(cands: list[C
     assert e.perplexity == pytest.approx(2 * deep.at(4).mean_perplexity())
     assert e.coverage == pytest.approx(1.0)
     assert math.isfinite(e.cost_per_token)
+
+
+def test_estimate_scales_a_measured_row_to_another_batch_size(cands: list[Candidate]) -> None:
+    pht = PerformanceHistory()
+    deep = cands[1]
+    prof = deep.at(2)
+    # measured at batch 4 at half the profiled rate there
+    pht.record(obs("deep", 2, (0, 0, 16), n=4, secs=64 / (prof.rate(4) / 2)))
+    assert estimate(pht, deep, 2, batch=4).tokens_per_s == pytest.approx(prof.rate(4) / 2)
+    # at batch 16 the same traffic should run at half the profiled batch-16 rate
+    assert estimate(pht, deep, 2, batch=16).tokens_per_s == pytest.approx(prof.rate(16) / 2)
+    assert estimate(pht, deep, 4, batch=16).tokens_per_s == pytest.approx(deep.at(4).rate(16) / 2)
