@@ -93,3 +93,19 @@ def test_on_two_workers_the_second_batch_was_due_at_once() -> None:
     s = _two_in_flight(lanes=2)
     d = s.next_batch(0.135, 1)
     assert len(d.expired) == 1 and s.rejected_batches == 1
+
+
+def test_a_prediction_left_over_does_not_shift_the_later_pairings() -> None:
+    # One prediction whose finish never came (from 1 s ago): the next finishes still pair with
+    # their own predictions, on time, and the stale one is forgotten.
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005)
+    for i in range(6):
+        s.add(_p(i, 100.0), 0.0)
+    s.next_batch(0.0, 1)  # its finish is never reported
+    t = 2.0
+    for _ in range(3):
+        s.next_batch(t, 1)  # each predicted to end 0.0675 s later, reported so
+        s.observe(Feedback("m", 1, 0.0675, finished_s=t + 0.0675))
+        t += 0.1
+    d = s.next_batch(t, 1)
+    assert d.expired == [] and s.rejected_batches == 0
