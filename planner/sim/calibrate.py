@@ -97,6 +97,9 @@ class Calibration(BaseModel):
     # moment, so a slow spell of the machine falls on the same stretch of the run.
     batch_run_ms: list[float] = Field(default_factory=list)
     drained: list[tuple[int, int]] = Field(default_factory=list)
+    # The same per 100 ms span (``[span start in ms, requests]``), the resolution the admission
+    # control measures its drain rate at; calibrations that predate it spread each second evenly.
+    drained_spans: list[tuple[int, int]] = Field(default_factory=list)
     # How long after a batch finished the planner heard of it, and when it finished (ms after
     # ``start_ms``): each span of a ``planner.state`` report as its quantiles, at the span's middle.
     # Empty in calibrations that predate it (the simulator then hears at once).
@@ -210,6 +213,8 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        batch_run_ms=_ordered(np.asarray(sent_at) - lags[0][0]) if lags else [],
                        submitted_run_ms=[round(sub - lags[0][0], 3) for sub, _ in lags] if len(lags) <= MAX_JOBS else [],
                        drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [],
+                       drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=100)
+                       if lags else [],
                        heard_ms=heard, heard_run_ms=heard_at)
 
 
@@ -225,14 +230,17 @@ def _heard(reports: list[PlannerState], start_ms: float) -> tuple[list[float], l
     return values, at
 
 
-def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int) -> list[tuple[int, int]]:
-    """Requests of ``model`` finished per whole second before ``start_s``, as the planner counts
-    them (``Overload.finished``: whole batches, the last part of a split one)."""
+def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int,
+             span_ms: int = 1000) -> list[tuple[int, int]]:
+    """Requests of ``model`` finished before ``start_s`` per whole second (``span_ms`` 1000: keyed
+    by the second) or per span (keyed by its start in ms), as the planner counts them
+    (``Overload.finished``: whole batches, the last part of a split one)."""
     per: dict[int, int] = {}
     for ev in events:
         if isinstance(ev, BatchFinished) and ev.model == model and ev.next_pool is None \
                 and start_s - horizon_s <= ev.ts / 1000.0 < start_s:
-            per[int(ev.ts / 1000.0)] = per.get(int(ev.ts / 1000.0), 0) + ev.size
+            key = int(ev.ts / 1000.0) if span_ms == 1000 else int(ev.ts // span_ms) * span_ms
+            per[key] = per.get(key, 0) + ev.size
     return sorted(per.items())
 
 

@@ -129,8 +129,12 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     # put on it (the run's first submission at ``start_ms``), after what finished before the run.
     epoch = (cal.start_ms / 1000.0 - t_first) if cal.start_ms is not None else 0.0
     if overload is not None:
-        for sec, done in cal.drained:
-            overload.finished(model, done, float(sec))
+        if cal.drained_spans:
+            for at_ms, done in cal.drained_spans:
+                overload.finished(model, done, (at_ms + 50) / 1000.0)
+        else:
+            for sec, done in cal.drained:
+                overload.finished_in_second(model, done, sec)
     running: list[tuple[float, int, list[Pending], float, float, bool]] = []  # (finish, tie, batch, sent, exec, busy)
     noticed: list[tuple[float, int, list[Pending], float, float, bool, float]] = []  # (heard, ..., finish)
     tie = itertools.count()

@@ -36,10 +36,22 @@ def test_a_short_queue_and_thin_evidence_are_admitted() -> None:
 def test_old_seconds_leave_the_horizon_and_the_current_one_does_not_count_yet() -> None:
     o = Overload(min_queue=64, horizon_s=10)
     _measured(o, 800, range(0, 2))
-    assert o.drain_rps("m", 1.5) == 800.0  # second 0 is whole; second 1 is still running
-    assert o.drain_rps("m", 0.5) is None
+    assert o.drain_rps("m", 1.55) == 800.0  # spans up to 1.5 s are whole; the one at 1.5 is running
+    assert o.drain_rps("m", 0.05) is None  # the first span is still running
     o.finished("m", 1, 30.0)
     assert o.drain_rps("m", 30.5) is None  # a burst after a long idle spell is admitted
+
+
+def test_the_rate_is_the_pool_draining_a_backlog_not_the_offered_rate() -> None:
+    # 300 requests/s offered, and one burst whose backlog the pool drained at 1,000/s: the best
+    # whole second says 390/s, below what the pool does when it has work
+    o = Overload(min_queue=64)
+    _measured(o, 300, range(0, 2))
+    o.finished("m", 100, 2.05)
+    _measured(o, 300, range(3, 5))
+    assert o.drain_rps("m", 5.5) == pytest.approx(1000.0)
+    assert o.verdict("m", queued=196, requests=4, left_s=0.25, now_s=5.5) is None  # 200 at 1,000/s: 200 ms
+    assert o.verdict("m", queued=296, requests=4, left_s=0.25, now_s=5.5) is not None
 
 
 def test_the_fixed_bound_applies_even_without_a_measured_rate() -> None:
@@ -59,3 +71,5 @@ def test_models_are_measured_apart() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError):
         Overload(max_queue=-1)
+    with pytest.raises(ValueError):
+        Overload(span_s=0.0)

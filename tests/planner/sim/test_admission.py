@@ -90,7 +90,7 @@ def worker(settings: Settings, r: redis.Redis[bytes]) -> Iterator[_Worker]:
 
 def _remember(o: Overload, seconds: list[int]) -> None:
     for sec in seconds:
-        o.finished("m", DRAIN_RPS, float(sec))
+        o.finished_in_second("m", DRAIN_RPS, sec)
 
 
 def test_the_simulator_refuses_the_jobs_the_live_planner_refuses(
@@ -127,7 +127,7 @@ def test_the_simulator_refuses_the_jobs_the_live_planner_refuses(
 
     cal = calibrate([x.event for x in TelemetryReader(r, settings).history()], "m")
     assert len(cal.ingress_ms) == len(cal.submitted_run_ms) == JOBS  # every job measured, refused ones too
-    cal = cal.model_copy(update={"drained": [(s, DRAIN_RPS) for s in memory]})
+    cal = cal.model_copy(update={"drained": [(s, DRAIN_RPS) for s in memory], "drained_spans": []})
     cfg = PlannerConfig(max_batch=MAX_BATCH)
     sim = simulate_pipeline(default_factory("edf", max_batch=MAX_BATCH)("m", None),
                             np.asarray(cal.submitted_run_ms) / 1e3, PER_JOB, DEADLINE_MS / 1e3, cal,

@@ -37,6 +37,7 @@ def test_refused_jobs_and_the_admission_controls_memory_are_measured(synthetic_r
     assert cal.start_ms == 1000.0 and cal.submitted_run_ms[-1] == 395.0
     # whole batches of this model that finished before the run began, per second of the clock
     assert cal.drained == [(0, 12)]
+    assert cal.drained_spans == [(200, 8), (600, 4)]  # and per 100 ms span, as admission measures them
     assert len(cal.batch_run_ms) == len(cal.transfer_run_ms) == cal.batches and cal.batch_run_ms[0] == 13.0
 
 
