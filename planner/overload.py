@@ -36,6 +36,7 @@ class Overload:
     deadline_aware: bool = True
     span_s: float = 0.1
     _spans: dict[str, deque[list[int]]] = field(default_factory=dict)  # model -> [span, requests]
+    _best: dict[str, tuple[int, float]] = field(default_factory=dict)  # model -> (span asked at, best rate)
 
     def __post_init__(self) -> None:
         if self.max_queue < 0 or self.min_queue < 1 or self.horizon_s < 2:
@@ -54,6 +55,9 @@ class Overload:
             q.append([span, requests])
         while q and q[0][0] <= span - self._per_horizon:
             q.popleft()
+        cached = self._best.get(model)
+        if cached is not None and span < cached[0]:  # heard late: a span the cached best had as whole
+            del self._best[model]
 
     def finished_in_second(self, model: str, requests: int, second: int) -> None:
         """``requests`` finished over the whole ``second`` (a record kept per second, as a saved
@@ -72,7 +76,12 @@ class Overload:
         if not q:
             return None
         span = self._span(now_s)
-        best = max((n for s, n in q if span - self._per_horizon < s < span), default=0) / self.span_s
+        cached = self._best.get(model)
+        if cached is not None and cached[0] == span:
+            best = cached[1]
+        else:  # a scan of up to horizon / span entries, once per span: a job's check is per job
+            best = max((n for s, n in q if span - self._per_horizon < s < span), default=0) / self.span_s
+            self._best[model] = (span, best)
         return best if best >= self.min_queue else None
 
     def check(self, model: str, queued: int, requests: int, submitted_ms: float, deadline_ms: float,
@@ -84,11 +93,14 @@ class Overload:
     def verdict(self, model: str, queued: int, requests: int, left_s: float, now_s: float) -> str | None:
         """Why a job of ``requests`` arriving behind ``queued`` with ``left_s`` to its deadline is
         refused, or None to admit it."""
+        bounded = bool(self.max_queue) and queued + requests > self.max_queue
+        if not bounded and (not self.deadline_aware or queued < self.min_queue):
+            return None
         rate = self.drain_rps(model, now_s)
         retry = "" if rate is None else f"; retry in {math.ceil(1000 * queued / rate)} ms"
-        if self.max_queue and queued + requests > self.max_queue:
+        if bounded:
             return f"{queued} requests queued for {model}, the bound is {self.max_queue}{retry}"
-        if not self.deadline_aware or queued < self.min_queue or rate is None:
+        if rate is None:
             return None
         wait_s = (queued + requests) / rate
         if wait_s <= left_s:

@@ -73,3 +73,11 @@ def test_bad_settings_are_refused() -> None:
         Overload(max_queue=-1)
     with pytest.raises(ValueError):
         Overload(span_s=0.0)
+
+
+def test_a_finish_heard_late_still_counts_in_its_span() -> None:
+    o = Overload(min_queue=64)
+    _measured(o, 500, range(0, 2))
+    assert o.drain_rps("m", 2.05) == 500.0  # asked once per span: later asks reuse it
+    o.finished("m", 60, 1.95)  # a batch that finished before the span began, heard now
+    assert o.drain_rps("m", 2.06) == pytest.approx(1100.0)

@@ -230,3 +230,31 @@ def test_a_request_too_late_on_arrival_is_pending_until_expired() -> None:
     s.add(_p(0, 0.0, 0.01), 0.0)
     assert len(s) == 1 and s.earliest_deadline() is None
     assert [p.job_id for p in s.expire(0.0)] == ["j0"] and len(s) == 0
+
+
+def test_placing_a_step_per_job_gives_the_state_and_batches_of_the_vectorised_pass() -> None:
+    # A step's few jobs are placed per job (their requests share every figure); more jobs take the
+    # vectorised pass. Both leave the very same queues, and so the same decisions.
+    rng = np.random.default_rng(7)
+    per_job, vectorised = _sched(sizes=(1, 2, 4, 8), group_limit=6), _sched(sizes=(1, 2, 4, 8), group_limit=0)
+    t, job = 0.0, 0
+    for step in range(60):
+        for _ in range(int(rng.integers(1, 4))):  # jobs of 1-5 requests, some already too late
+            deadline = t + float(rng.choice([0.05, 0.3, 1.0, 3.0]))
+            app, cls = f"a{job % 2}", int(rng.integers(0, 2))
+            for r in range(int(rng.integers(1, 6))):
+                for s in (per_job, vectorised):
+                    s.add(Pending(f"j{job}", f"r{r}", app, "m", t, deadline, priority_class=cls, seq=job), t)
+            job += 1
+        assert len(per_job) == len(vectorised)
+        qa, qb = per_job.q, vectorised.q
+        for name in ("top", "owner", "gid", "deadline", "drop_at", "decay", "cost", "est", "count"):
+            np.testing.assert_array_equal(getattr(qa, name), getattr(qb, name), err_msg=name)
+        np.testing.assert_array_equal(qa.beta, qb.beta)
+        np.testing.assert_array_equal(qa.next_ms, qb.next_ms)
+        if step % 3 == 2:
+            da, db = per_job.next_batch(t, 8), vectorised.next_batch(t, 8)
+            assert [p.key for p in da.batch] == [p.key for p in db.batch]
+            assert [p.key for p in da.expired] == [p.key for p in db.expired]
+        t += 0.04
+    assert job > 60 and per_job._doomed == vectorised._doomed
