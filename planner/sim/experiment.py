@@ -147,7 +147,10 @@ def run(setup: Setup, policy: str, *, progress: Callable[[int], None] | None = N
     """Simulate one policy on ``setup``; returns the result and the wall time it took."""
     w = setup.workload
     times, exec_s, apps = draw(setup)
-    sched = make_scheduler(policy, model=w.name, profile=workload_profile(w, w.name), **(opts or {}))
+    opts = dict(opts or {})
+    if policy == "clockwork":  # its controller plans each worker's batches one after another
+        opts.setdefault("lanes", setup.workers)
+    sched = make_scheduler(policy, model=w.name, profile=workload_profile(w, w.name), **opts)
     slo_s = setup.slo * _alone_p99(w)
     start = time.perf_counter()
     res = simulate(sched, times, exec_s, apps, slo_s, batch_s=w.batch_s, workers=setup.workers,

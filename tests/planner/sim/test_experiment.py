@@ -66,3 +66,20 @@ def test_std1_and_two_modal_are_one_distribution_drawn_as_two_runs() -> None:
     assert np.array_equal(a[0], b[0])  # one trace at one rate for every case
     assert not np.array_equal(a[1], b[1])  # separately generated inputs
     assert a[1].mean() == pytest.approx(b[1].mean(), abs=0.003)
+
+
+def test_clockwork_plans_for_as_many_lanes_as_the_simulation_has_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import adaserve.planner.sim.experiment as experiment
+
+    built: list[dict[str, object]] = []
+    real = experiment.make_scheduler
+
+    def spy(policy: str, **kw: object) -> object:
+        built.append(kw)
+        return real(policy, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(experiment, "make_scheduler", spy)
+    for workers in (1, 3):
+        run(Setup(paper_workload("two-modal"), 2.0, requests=200, workers=workers, seed=0), "clockwork")
+    run(Setup(paper_workload("two-modal"), 2.0, requests=200, workers=3, seed=0), "clockwork", opts={"lanes": 2})
+    assert [kw["lanes"] for kw in built] == [1, 3, 2]
