@@ -2,8 +2,10 @@
 
 ``Rls`` is recursive least squares of ``y = c0 + c1 * x`` with exponential forgetting: each
 finished batch updates the fit in O(1), old observations fade so drift is followed, and a prior
-holds until feedback arrives. ``LinearLatency`` (``x`` = batch size) serves the foundation's EDF
-policy; ORLOJ's ``BatchLatencyFit`` uses the same estimator with ``x = k * E[max]``.
+holds until feedback arrives. It is made robust in two ways a live pipeline needs (both below):
+the covariance is bounded, and a residual far outside the usual is clipped before it is learnt.
+``LinearLatency`` (``x`` = batch size) serves the foundation's EDF policy; ORLOJ's ``BatchLatencyFit`` uses the
+same estimator with ``x = k * E[max]``.
 """
 
 from __future__ import annotations
@@ -20,14 +22,41 @@ class Rls:
         self.theta = np.array([c0, c1], dtype=np.float64)
         self._p = covariance
         self._forget = forget
+        # Forgetting divides the covariance by ``forget`` at every update, also in directions the
+        # data never excite: a pool that only ever runs batches of 32 says nothing about c0 apart
+        # from c1, and after a few thousand such batches that direction's variance had grown
+        # 10^6-fold, so one stalled batch of 31 moved the prediction for a batch of one to 1.2 s.
+        # Live, every request then expired on arrival, nothing was dispatched, no feedback came to
+        # correct it, and whole runs finished 0.000 (docs/orloj.md). The variance in any direction
+        # is kept within the prior's largest: no direction becomes less known than before the first
+        # observation, and the directions the data do excite keep their forgetting.
+        self._max_var = float(np.linalg.eigvalsh(covariance).max())
+        # A stall of the machine (tens of ms against a 2 ms batch) is one residual 10-100 times
+        # the usual; learnt whole, it moved the fit as far as the stall. Residuals are clipped to
+        # ``CLIP`` times their running mean absolute size, which follows a real change of speed
+        # within a few dozen batches (the scale grows with each clipped residual).
+        self._scale = 0.0
         self.observations = 0
+
+    CLIP = 4.0
+    SCALE_RATE = 0.05
+    WARM = 8  # observations before residuals are clipped: the scale is learnt first
 
     def update(self, x: float, y: float) -> None:
         v = np.array([1.0, x])
         pv = self._p @ v
         gain = pv / (self._forget + v @ pv)
-        self.theta = self.theta + gain * (y - v @ self.theta)
+        residual = float(y - v @ self.theta)
+        if self.observations >= self.WARM:
+            bound = self.CLIP * self._scale
+            residual = min(max(residual, -bound), bound)
+        self._scale += (abs(residual) - self._scale) * (self.SCALE_RATE if self.observations >= self.WARM
+                                                         else 1.0 / (self.observations + 1))
+        self.theta = self.theta + gain * residual
         self._p = (self._p - np.outer(gain, pv)) / self._forget
+        if self._p[0, 0] + self._p[1, 1] > self._max_var:  # the trace bounds every variance
+            w, u = np.linalg.eigh(self._p)
+            self._p = (u * np.minimum(w, self._max_var)) @ u.T
         self.observations += 1
 
 

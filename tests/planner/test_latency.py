@@ -1,0 +1,60 @@
+"""The online batch-latency fits under what a live pipeline feeds them: long runs of one batch
+size, machine stalls, and real changes of speed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adaserve.planner.core import Pending
+from adaserve.planner.edf import EdfScheduler
+from adaserve.planner.latency import LinearLatency
+from adaserve.planner.orloj import BatchLatencyFit
+
+
+def _overloaded(lat: LinearLatency, n: int = 3000, seed: int = 0) -> np.random.Generator:
+    """An overloaded pool: nothing but batches of 32, about 2 ms each."""
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        lat.update(32, 0.002 + rng.normal(0, 0.0002))
+    return rng
+
+
+def test_one_stalled_batch_after_a_long_run_of_one_size_does_not_move_the_fit() -> None:
+    # Forgetting grew the variance of the direction batches of 32 never excite a million-fold:
+    # one stalled batch of 31 then put a batch of one at 1.2 s and every request expired.
+    lat = LinearLatency(0.0003, 0.00005)
+    _overloaded(lat)
+    assert lat.predict(1) == pytest.approx(0.00035, abs=0.0001)
+    lat.update(31, 0.040)
+    lat.update(4, 0.030)
+    assert lat.predict(1) < 0.001 and lat.predict(32) == pytest.approx(0.002, abs=0.0002)
+
+
+def test_a_real_change_of_speed_is_still_followed() -> None:
+    lat = LinearLatency(0.0003, 0.00005)
+    rng = _overloaded(lat)
+    for _ in range(100):
+        lat.update(32, 0.004 + rng.normal(0, 0.0002))
+    assert lat.predict(32) > 0.0027  # at RLS's own pace (forget 0.995: 1 - 0.995^100 of the way)
+    for _ in range(400):
+        lat.update(32, 0.004 + rng.normal(0, 0.0002))
+    assert lat.predict(32) == pytest.approx(0.004, abs=0.0003)
+
+
+def test_edf_keeps_dispatching_after_a_stall() -> None:
+    s = EdfScheduler(LinearLatency(0.0003, 0.00005))
+    _overloaded(s.latency)
+    s.latency.update(31, 0.040)
+    s.add(Pending("j", "r", "a", "m", 0.0, 0.030), 0.0)
+    assert len(s.next_batch(0.0, 32).batch) == 1  # 30 ms is plenty for a batch of one
+
+
+def test_the_orloj_fit_is_as_robust() -> None:
+    fit = BatchLatencyFit(0.0003, 0.5)
+    rng = np.random.default_rng(1)
+    for _ in range(3000):
+        fit.update(32, 0.0001, 0.0003 + 0.5 * 32 * 0.0001 + rng.normal(0, 0.0001))
+    before = fit.predict(1, 0.0001)
+    fit.update(31, 0.0001, 0.050)
+    assert fit.predict(1, 0.0001) == pytest.approx(before, abs=0.0005)
