@@ -20,7 +20,15 @@ import numpy as np
 import typer
 
 DEFAULT_PLOT = Path("docs/helios.png")
-LOADS = {"light": 0.3, "near_saturation": 0.9, "overload": 3.0}
+# Load per cell: a Poisson arrival rate as a multiple of the reference capacity (the most accurate
+# model served whole in memory-sized batches), or None: a closed loop with one prompt in flight,
+# the next sent when the last one is answered. That is the paper's own setup (Sec. 4.3: each
+# prompt's output is generated "before serving the next prompt"; Sec. 5.1: batch size 1; Table 3:
+# throughput is tokens generated per second), the lightest load at which tokens/s still measures
+# speed: under an open-loop rate every policy that keeps up delivers the offered rate, so a light
+# open-loop cell compares nothing but who falls behind (docs/helios.md, "Loads").
+LOADS: dict[str, float | None] = {"light": None, "near_saturation": 0.9, "overload": 3.0}
+IN_FLIGHT = 1  # prompts outstanding in the closed-loop cell
 OBJECTIVE_OF = {"perplexity": "accuracy", "energy": "energy", "ttft": "latency"}
 
 
@@ -101,20 +109,24 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
     capacity = ref_b / (_at(c.prefill_s[ref.max_depth], ref_b) + (new - 1) * _at(c.step_s[ref.max_depth], ref_b))
     policies = _policies(cands)
     out_loads: dict[str, Any] = {}
-    task = progress.add_task("replaying", total=len(LOADS) * seeds) if progress else None
+    task = progress.add_task("replaying", total=sum(seeds if f is not None else 1 for f in LOADS.values())) \
+        if progress else None
     for load, factor in LOADS.items():
-        rate = factor * capacity
+        rate = None if factor is None else factor * capacity
+        in_flight = IN_FLIGHT if factor is None else None
         per_policy: dict[str, list[dict[str, Any]]] = {}
-        for seed in range(seeds):
+        # a closed loop has no random arrivals: one run (the same costs and order give the same run)
+        for seed in range(seeds if rate is not None else 1):
             rng = np.random.default_rng(seed)
-            arrivals = np.cumsum(rng.exponential(1.0 / rate, size=len(texts)))
+            arrivals = (np.cumsum(rng.exponential(1.0 / rate, size=len(texts))) if rate is not None
+                        else np.zeros(len(texts)))
             for p in policies:
                 r = simulate(p, arrivals, traces, measured, cands, new=new, memory_mb=memory_mb, max_batch=max_batch,
-                             params=_params(p, base), tasks=tasks)
+                             params=_params(p, base), tasks=tasks, in_flight=in_flight)
                 per_policy.setdefault(p, []).append(r.figures())
             for objective in OBJECTIVE_OF.values():
                 r = simulate("helios", arrivals, traces, measured, cands, new=new, memory_mb=memory_mb,
-                             max_batch=max_batch, objective=objective, params=base, tasks=tasks)
+                             max_batch=max_batch, objective=objective, params=base, tasks=tasks, in_flight=in_flight)
                 f = r.figures()
                 name = f"helios[{objective}]"
                 f["policy"] = name
@@ -140,7 +152,8 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
             "helios_perplexity_vs_compared_static": h["perplexity"] / bs["perplexity"],
             "helios_perplexity_vs_compared_fixed": h["perplexity"] / bf["perplexity"],
         }
-        out_loads[load] = {"arrival_rate_prompts_per_s": rate, "best_static": best_static, "best_fixed": best_fixed,
+        out_loads[load] = {"arrival_rate_prompts_per_s": rate, "in_flight": in_flight,
+                           "best_static": best_static, "best_fixed": best_fixed,
                            **ratios, "policies": rows}
     live: dict[str, Any] = {}
     if live_rates:
@@ -149,12 +162,17 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
         names = ["helios", *(f"fixed-{c.name}-d{c.max_depth}" for c in cands), *(f"static-{c.name}" for c in cands)]
         step = max(1, len(texts) // max(live_prompts or len(texts), 1))
         live_texts = texts[::step]  # every step-th prompt: the same drift, fewer prompts
-        task = progress.add_task("live pipeline", total=len(names) * len(live_rates)) if progress else None
-        for load, rate in zip(LOADS, live_rates):
-            cell: dict[str, Any] = {"rate_prompts_per_s": rate}
+        # the light cell is the closed loop; the rates go to the open-loop cells in order
+        open_loop = [k for k, f in LOADS.items() if f is not None]
+        cells: list[tuple[str, float | None]] = [("light", None), *zip(open_loop, live_rates)]
+        task = progress.add_task("live pipeline", total=len(names) * len(cells)) if progress else None
+        for load, live_rate in cells:
+            cell: dict[str, Any] = {"rate_prompts_per_s": live_rate,
+                                    "in_flight": IN_FLIGHT if live_rate is None else None}
             for p in names:
-                cell[p] = run_live(p, family, live_texts, new=new, rate=rate, seed=0, data_dir=data_dir,
-                                   models=models, params=base, memory_mb=memory_mb)
+                cell[p] = run_live(p, family, live_texts, new=new, rate=live_rate, seed=0, data_dir=data_dir,
+                                   models=models, params=base, memory_mb=memory_mb,
+                                   in_flight=IN_FLIGHT if live_rate is None else None)
                 if progress:
                     progress.advance(task)
             best = max((p for p in names if p.startswith("fixed-")), key=lambda p: cell[p]["tokens_per_s"])
@@ -275,8 +293,9 @@ def register(bench_app: typer.Typer) -> None:
         seeds: int = typer.Option(3, min=1, help="Runs per load (different arrivals); medians reported."),
         repeats: int = typer.Option(5, min=1, help="Timings per measured cost (median)."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
-        live_rates: str = typer.Option("30,60,120", help="Prompts/s offered to the live pipeline at the light, "
-                                                         "near-saturation and overload runs (empty: no live runs)."),
+        live_rates: str = typer.Option("60,120", help="Prompts/s offered to the live pipeline at the near-saturation "
+                                                      "and overload runs; the light run is a closed loop with one "
+                                                      "prompt in flight (empty: no live runs)."),
     ) -> None:
         """HELIOS vs static-<model>, fixed-<model>-d<k> and two ablations at three loads (simulated
         from real per-token measurements)."""

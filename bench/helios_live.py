@@ -2,13 +2,14 @@
 
 Per policy, a fresh pipeline in this process (an embedded server, the planner and one CPU worker
 serving every candidate, in threads) receives the stream as one-prompt jobs arriving as a Poisson
-stream: ``helios`` names the family; ``fixed-<model>-d<max>`` names a model (served whole, its
-default variant, in FIFO batches); ``static-<model>`` names it too and is served by its
-``early-exit`` variant one prompt at a time (the EE-LLM baseline). Every request carries the
-threshold as the runner's ``tau`` input, and the worker advertises the memory budget. Figures
-come from the results the producer receives: tokens/s over the run,
-time to first token (queueing plus the batch's prefill share), the model and depth of every result,
-and HELIOS's switches from telemetry.
+stream, or in a closed loop (``in_flight`` jobs outstanding, the next sent when the oldest is
+answered; the light load, as in the paper's Sec. 4.3): ``helios`` names the family;
+``fixed-<model>-d<max>`` names a model (served whole, its default variant, in FIFO batches);
+``static-<model>`` names it too and is served by its ``early-exit`` variant one prompt at a time
+(the EE-LLM baseline). Every request carries the threshold as the runner's ``tau`` input, and the
+worker advertises the memory budget. Figures come from the results the producer receives: tokens/s
+over the run, time to first token (queueing plus the batch's prefill share), the model and depth of
+every result, and HELIOS's switches from telemetry.
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ def early_exit_factory() -> Any:
     return lambda model, profile: EarlyExitOne(batch=1)
 
 
-def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: float, seed: int, data_dir: Path,
-             models: tuple[str, ...], params: Any, memory_mb: float | None = None) -> dict[str, Any]:
+def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: float | None, seed: int, data_dir: Path,
+             models: tuple[str, ...], params: Any, memory_mb: float | None = None,
+             in_flight: int | None = None) -> dict[str, Any]:
+    """``rate``: prompts/s offered (Poisson); or ``in_flight``: a closed loop with that many jobs
+    outstanding, the next sent when the oldest one's result is back (one: the paper's setup)."""
+    if (rate is None) == (in_flight is None):
+        raise ValueError("give either a rate or in_flight")
     from adaserve.broker import Job, Keys, Request, Slo, Tensor, decode
     from adaserve.broker.events import BatchFinished, HeliosLoadedMore, HeliosSwitched
     from adaserve.broker.messages import Generation
@@ -75,13 +81,16 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
         threads.append(threading.Thread(target=planner.run, args=(stop,), daemon=True))
         threads[1].start()
         tau = Tensor.from_numpy(np.array([params.tau], np.float32))
-        gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=len(texts))
-        handles = []
+        gaps = (np.random.default_rng(seed).exponential(1.0 / rate, size=len(texts)) if rate
+                else np.zeros(len(texts)))
+        handles: list[Any] = []
         try:
             with Client(settings) as c:
                 t0 = time.monotonic()
                 due = t0
                 for i, text in enumerate(texts):
+                    if in_flight is not None and i >= in_flight:
+                        handles[i - in_flight].result(600)  # the loop: wait for the oldest outstanding job
                     due += gaps[i]
                     pause = due - time.monotonic()
                     if pause > 0:
