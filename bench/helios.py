@@ -69,8 +69,10 @@ def _best(rows: dict[str, dict[str, Any]], prefix: str, metric: str = "tokens_pe
     """The best ``prefix*`` policy on ``metric`` among those whose perplexity is within 5% of the
     most accurate of them."""
     group = {p: r for p, r in rows.items() if p.startswith(prefix)}
-    best_ppl = min(r["perplexity"] for r in group.values())
-    ok = {p: r for p, r in group.items() if r["perplexity"] <= best_ppl * 1.05}
+    known = [r["perplexity"] for r in group.values() if r["perplexity"] is not None]
+    best_ppl = min(known) if known else None
+    ok = {p: r for p, r in group.items()
+          if best_ppl is None or (r["perplexity"] is not None and r["perplexity"] <= best_ppl * 1.05)}
     pick = (min if lower else max)(ok, key=lambda p: ok[p][metric])
     return pick, ok[pick]
 
@@ -175,12 +177,13 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
                                    in_flight=IN_FLIGHT if live_rate is None else None)
                 if progress:
                     progress.advance(task)
-            best = max((p for p in names if p.startswith("fixed-")), key=lambda p: cell[p]["tokens_per_s"])
-            cell["best_fixed_whole"] = best
-            cell["throughput_vs_best_fixed_whole"] = cell["helios"]["tokens_per_s"] / cell[best]["tokens_per_s"]
-            best = max((p for p in names if p.startswith("static-")), key=lambda p: cell[p]["tokens_per_s"])
-            cell["best_static"] = best
-            cell["throughput_vs_best_static"] = cell["helios"]["tokens_per_s"] / cell[best]["tokens_per_s"]
+            # the best whole model and the best static policy by tokens/s among those whose
+            # perplexity (live, from the results) is within 5% of the most accurate, as in the sim
+            for prefix, key in (("fixed-", "fixed_whole"), ("static-", "static")):
+                best, row = _best({p: cell[p] for p in names if p.startswith(prefix)}, prefix)
+                cell[f"best_{key}"] = best
+                cell[f"throughput_vs_best_{key}"] = cell["helios"]["tokens_per_s"] / row["tokens_per_s"]
+                cell[f"helios_perplexity_vs_best_{key}"] = _ratio(cell["helios"]["perplexity"], row["perplexity"])
             live[load] = cell
     segments, whole = _segments(traces, tasks)
     return {"models": list(models), "prompts": len(texts), "new_tokens": new, "prompt_chars": length,
@@ -192,6 +195,10 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
             "costs": {m: {"prefill_s": c.prefill_s, "step_s": c.step_s, "load_s": c.load_s,
                           "weight_bytes": c.weight_bytes, "early_exit_s": c.early_exit_s,
                           "early_exit_ttft_s": c.early_exit_ttft_s} for m, c in measured.items()}}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
 
 
 def _as_accurate(rows: dict[str, dict[str, Any]], h: dict[str, Any]) -> float | None:

@@ -112,7 +112,12 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
     done = [res.results[0] for res in results if res.ok]
     served: dict[str, int] = {}
     ttft = []
+    log_ppl = []  # each prompt's perplexity under what served it (the runner's prompt_ppl)
     for x in done:
+        ppl = x.outputs.get("prompt_ppl")
+        v = float(ppl.to_numpy().reshape(-1)[0]) if ppl is not None else float("nan")
+        if np.isfinite(v) and v > 0:
+            log_ppl.append(np.log(v))
         key = f"{x.model}@{x.exit}"
         served[key] = served.get(key, 0) + new
         ttft.append(((x.timings.queue_ms or 0.0) + (x.timings.exec_ms or 0.0) / new) / 1000.0)
@@ -120,6 +125,7 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
     return {"policy": policy, "mean_batch": float(np.mean([e.size for e in fins])) if fins else None,
             "busy_s": sum(e.exec_ms for e in fins) / 1000.0, "completed": len(done), "prompts": len(texts), "seconds": span,
             "tokens_per_s": new * len(done) / span, "ttft_p50_s": float(np.percentile(ttft, 50)) if ttft else None,
-            "ttft_p99_s": float(np.percentile(ttft, 99)) if ttft else None, "exits": dict(sorted(served.items())),
+            "ttft_p99_s": float(np.percentile(ttft, 99)) if ttft else None,
+            "perplexity": float(np.exp(np.mean(log_ppl))) if log_ppl else None, "exits": dict(sorted(served.items())),
             "switches": sum(isinstance(e, HeliosSwitched) for e in evs),
             "loads": sum(isinstance(e, HeliosLoadedMore) for e in evs)}

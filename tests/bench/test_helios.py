@@ -47,5 +47,9 @@ def test_json_has_the_ratios_per_load_every_policy_and_a_plot(tmp_path: Path) ->
     # the static baseline live: the early-exit variant, one prompt at a time
     assert live["static-ee-lm-s"]["completed"] == 40 and live["static-ee-lm-s"]["mean_batch"] == 1.0
     assert live["throughput_vs_best_static"] > 0
+    # live perplexity from the results' prompt_ppl: the live "best" policies are held to 5% of the most accurate
+    assert all(live[p]["perplexity"] > 1.0 for p in ("helios", "static-ee-lm-s", "fixed-ee-lm-code-d8"))
+    ppl = {p: live[p]["perplexity"] for p in live if isinstance(live[p], dict) and p.startswith("static-")}
+    assert live[live["best_static"]]["perplexity"] <= 1.05 * min(ppl.values())
     assert sum(live["helios"]["exits"].values()) == 40 * out["new_tokens"]
     assert png.stat().st_size > 0
