@@ -20,7 +20,15 @@ import numpy as np
 import typer
 
 DEFAULT_PLOT = Path("docs/helios.png")
-LOADS = {"light": 0.3, "near_saturation": 0.9, "overload": 3.0}
+# Load per cell: a Poisson arrival rate as a multiple of the reference capacity (the most accurate
+# model served whole in memory-sized batches), or None: a closed loop with one prompt in flight,
+# the next sent when the last one is answered. That is the paper's own setup (Sec. 4.3: each
+# prompt's output is generated "before serving the next prompt"; Sec. 5.1: batch size 1; Table 3:
+# throughput is tokens generated per second), the lightest load at which tokens/s still measures
+# speed: under an open-loop rate every policy that keeps up delivers the offered rate, so a light
+# open-loop cell compares nothing but who falls behind (docs/helios.md, "Loads").
+LOADS: dict[str, float | None] = {"light": None, "near_saturation": 0.9, "overload": 3.0}
+IN_FLIGHT = 1  # prompts outstanding in the closed-loop cell
 OBJECTIVE_OF = {"perplexity": "accuracy", "energy": "energy", "ttft": "latency"}
 
 
@@ -61,8 +69,10 @@ def _best(rows: dict[str, dict[str, Any]], prefix: str, metric: str = "tokens_pe
     """The best ``prefix*`` policy on ``metric`` among those whose perplexity is within 5% of the
     most accurate of them."""
     group = {p: r for p, r in rows.items() if p.startswith(prefix)}
-    best_ppl = min(r["perplexity"] for r in group.values())
-    ok = {p: r for p, r in group.items() if r["perplexity"] <= best_ppl * 1.05}
+    known = [r["perplexity"] for r in group.values() if r["perplexity"] is not None]
+    best_ppl = min(known) if known else None
+    ok = {p: r for p, r in group.items()
+          if best_ppl is None or (r["perplexity"] is not None and r["perplexity"] <= best_ppl * 1.05)}
     pick = (min if lower else max)(ok, key=lambda p: ok[p][metric])
     return pick, ok[pick]
 
@@ -101,20 +111,24 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
     capacity = ref_b / (_at(c.prefill_s[ref.max_depth], ref_b) + (new - 1) * _at(c.step_s[ref.max_depth], ref_b))
     policies = _policies(cands)
     out_loads: dict[str, Any] = {}
-    task = progress.add_task("replaying", total=len(LOADS) * seeds) if progress else None
+    task = progress.add_task("replaying", total=sum(seeds if f is not None else 1 for f in LOADS.values())) \
+        if progress else None
     for load, factor in LOADS.items():
-        rate = factor * capacity
+        rate = None if factor is None else factor * capacity
+        in_flight = IN_FLIGHT if factor is None else None
         per_policy: dict[str, list[dict[str, Any]]] = {}
-        for seed in range(seeds):
+        # a closed loop has no random arrivals: one run (the same costs and order give the same run)
+        for seed in range(seeds if rate is not None else 1):
             rng = np.random.default_rng(seed)
-            arrivals = np.cumsum(rng.exponential(1.0 / rate, size=len(texts)))
+            arrivals = (np.cumsum(rng.exponential(1.0 / rate, size=len(texts))) if rate is not None
+                        else np.zeros(len(texts)))
             for p in policies:
                 r = simulate(p, arrivals, traces, measured, cands, new=new, memory_mb=memory_mb, max_batch=max_batch,
-                             params=_params(p, base), tasks=tasks)
+                             params=_params(p, base), tasks=tasks, in_flight=in_flight)
                 per_policy.setdefault(p, []).append(r.figures())
             for objective in OBJECTIVE_OF.values():
                 r = simulate("helios", arrivals, traces, measured, cands, new=new, memory_mb=memory_mb,
-                             max_batch=max_batch, objective=objective, params=base, tasks=tasks)
+                             max_batch=max_batch, objective=objective, params=base, tasks=tasks, in_flight=in_flight)
                 f = r.figures()
                 name = f"helios[{objective}]"
                 f["policy"] = name
@@ -140,7 +154,8 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
             "helios_perplexity_vs_compared_static": h["perplexity"] / bs["perplexity"],
             "helios_perplexity_vs_compared_fixed": h["perplexity"] / bf["perplexity"],
         }
-        out_loads[load] = {"arrival_rate_prompts_per_s": rate, "best_static": best_static, "best_fixed": best_fixed,
+        out_loads[load] = {"arrival_rate_prompts_per_s": rate, "in_flight": in_flight,
+                           "best_static": best_static, "best_fixed": best_fixed,
                            **ratios, "policies": rows}
     live: dict[str, Any] = {}
     if live_rates:
@@ -149,20 +164,26 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
         names = ["helios", *(f"fixed-{c.name}-d{c.max_depth}" for c in cands), *(f"static-{c.name}" for c in cands)]
         step = max(1, len(texts) // max(live_prompts or len(texts), 1))
         live_texts = texts[::step]  # every step-th prompt: the same drift, fewer prompts
-        task = progress.add_task("live pipeline", total=len(names) * len(live_rates)) if progress else None
-        for load, rate in zip(LOADS, live_rates):
-            cell: dict[str, Any] = {"rate_prompts_per_s": rate}
+        # the light cell is the closed loop; the rates go to the open-loop cells in order
+        open_loop = [k for k, f in LOADS.items() if f is not None]
+        cells: list[tuple[str, float | None]] = [("light", None), *zip(open_loop, live_rates)]
+        task = progress.add_task("live pipeline", total=len(names) * len(cells)) if progress else None
+        for load, live_rate in cells:
+            cell: dict[str, Any] = {"rate_prompts_per_s": live_rate,
+                                    "in_flight": IN_FLIGHT if live_rate is None else None}
             for p in names:
-                cell[p] = run_live(p, family, live_texts, new=new, rate=rate, seed=0, data_dir=data_dir,
-                                   models=models, params=base, memory_mb=memory_mb)
+                cell[p] = run_live(p, family, live_texts, new=new, rate=live_rate, seed=0, data_dir=data_dir,
+                                   models=models, params=base, memory_mb=memory_mb,
+                                   in_flight=IN_FLIGHT if live_rate is None else None)
                 if progress:
                     progress.advance(task)
-            best = max((p for p in names if p.startswith("fixed-")), key=lambda p: cell[p]["tokens_per_s"])
-            cell["best_fixed_whole"] = best
-            cell["throughput_vs_best_fixed_whole"] = cell["helios"]["tokens_per_s"] / cell[best]["tokens_per_s"]
-            best = max((p for p in names if p.startswith("static-")), key=lambda p: cell[p]["tokens_per_s"])
-            cell["best_static"] = best
-            cell["throughput_vs_best_static"] = cell["helios"]["tokens_per_s"] / cell[best]["tokens_per_s"]
+            # the best whole model and the best static policy by tokens/s among those whose
+            # perplexity (live, from the results) is within 5% of the most accurate, as in the sim
+            for prefix, key in (("fixed-", "fixed_whole"), ("static-", "static")):
+                best, row = _best({p: cell[p] for p in names if p.startswith(prefix)}, prefix)
+                cell[f"best_{key}"] = best
+                cell[f"throughput_vs_best_{key}"] = cell["helios"]["tokens_per_s"] / row["tokens_per_s"]
+                cell[f"helios_perplexity_vs_best_{key}"] = _ratio(cell["helios"]["perplexity"], row["perplexity"])
             live[load] = cell
     segments, whole = _segments(traces, tasks)
     return {"models": list(models), "prompts": len(texts), "new_tokens": new, "prompt_chars": length,
@@ -174,6 +195,10 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
             "costs": {m: {"prefill_s": c.prefill_s, "step_s": c.step_s, "load_s": c.load_s,
                           "weight_bytes": c.weight_bytes, "early_exit_s": c.early_exit_s,
                           "early_exit_ttft_s": c.early_exit_ttft_s} for m, c in measured.items()}}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
 
 
 def _as_accurate(rows: dict[str, dict[str, Any]], h: dict[str, Any]) -> float | None:
@@ -275,8 +300,9 @@ def register(bench_app: typer.Typer) -> None:
         seeds: int = typer.Option(3, min=1, help="Runs per load (different arrivals); medians reported."),
         repeats: int = typer.Option(5, min=1, help="Timings per measured cost (median)."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
-        live_rates: str = typer.Option("30,60,120", help="Prompts/s offered to the live pipeline at the light, "
-                                                         "near-saturation and overload runs (empty: no live runs)."),
+        live_rates: str = typer.Option("60,120", help="Prompts/s offered to the live pipeline at the near-saturation "
+                                                      "and overload runs; the light run is a closed loop with one "
+                                                      "prompt in flight (empty: no live runs)."),
     ) -> None:
         """HELIOS vs static-<model>, fixed-<model>-d<k> and two ablations at three loads (simulated
         from real per-token measurements)."""

@@ -2,13 +2,14 @@
 
 Per policy, a fresh pipeline in this process (an embedded server, the planner and one CPU worker
 serving every candidate, in threads) receives the stream as one-prompt jobs arriving as a Poisson
-stream: ``helios`` names the family; ``fixed-<model>-d<max>`` names a model (served whole, its
-default variant, in FIFO batches); ``static-<model>`` names it too and is served by its
-``early-exit`` variant one prompt at a time (the EE-LLM baseline). Every request carries the
-threshold as the runner's ``tau`` input, and the worker advertises the memory budget. Figures
-come from the results the producer receives: tokens/s over the run,
-time to first token (queueing plus the batch's prefill share), the model and depth of every result,
-and HELIOS's switches from telemetry.
+stream, or in a closed loop (``in_flight`` jobs outstanding, the next sent when the oldest is
+answered; the light load, as in the paper's Sec. 4.3): ``helios`` names the family;
+``fixed-<model>-d<max>`` names a model (served whole, its default variant, in FIFO batches);
+``static-<model>`` names it too and is served by its ``early-exit`` variant one prompt at a time
+(the EE-LLM baseline). Every request carries the threshold as the runner's ``tau`` input, and the
+worker advertises the memory budget. Figures come from the results the producer receives: tokens/s
+over the run, time to first token (queueing plus the batch's prefill share), the model and depth of
+every result, and HELIOS's switches from telemetry.
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ def early_exit_factory() -> Any:
     return lambda model, profile: EarlyExitOne(batch=1)
 
 
-def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: float, seed: int, data_dir: Path,
-             models: tuple[str, ...], params: Any, memory_mb: float | None = None) -> dict[str, Any]:
+def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: float | None, seed: int, data_dir: Path,
+             models: tuple[str, ...], params: Any, memory_mb: float | None = None,
+             in_flight: int | None = None) -> dict[str, Any]:
+    """``rate``: prompts/s offered (Poisson); or ``in_flight``: a closed loop with that many jobs
+    outstanding, the next sent when the oldest one's result is back (one: the paper's setup)."""
+    if (rate is None) == (in_flight is None):
+        raise ValueError("give either a rate or in_flight")
     from adaserve.broker import Job, Keys, Request, Slo, Tensor, decode
     from adaserve.broker.events import BatchFinished, HeliosLoadedMore, HeliosSwitched
     from adaserve.broker.messages import Generation
@@ -75,13 +81,16 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
         threads.append(threading.Thread(target=planner.run, args=(stop,), daemon=True))
         threads[1].start()
         tau = Tensor.from_numpy(np.array([params.tau], np.float32))
-        gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=len(texts))
-        handles = []
+        gaps = (np.random.default_rng(seed).exponential(1.0 / rate, size=len(texts)) if rate
+                else np.zeros(len(texts)))
+        handles: list[Any] = []
         try:
             with Client(settings) as c:
                 t0 = time.monotonic()
                 due = t0
                 for i, text in enumerate(texts):
+                    if in_flight is not None and i >= in_flight:
+                        handles[i - in_flight].result(600)  # the loop: wait for the oldest outstanding job
                     due += gaps[i]
                     pause = due - time.monotonic()
                     if pause > 0:
@@ -103,7 +112,12 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
     done = [res.results[0] for res in results if res.ok]
     served: dict[str, int] = {}
     ttft = []
+    log_ppl = []  # each prompt's perplexity under what served it (the runner's prompt_ppl)
     for x in done:
+        ppl = x.outputs.get("prompt_ppl")
+        v = float(ppl.to_numpy().reshape(-1)[0]) if ppl is not None else float("nan")
+        if np.isfinite(v) and v > 0:
+            log_ppl.append(np.log(v))
         key = f"{x.model}@{x.exit}"
         served[key] = served.get(key, 0) + new
         ttft.append(((x.timings.queue_ms or 0.0) + (x.timings.exec_ms or 0.0) / new) / 1000.0)
@@ -111,6 +125,7 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
     return {"policy": policy, "mean_batch": float(np.mean([e.size for e in fins])) if fins else None,
             "busy_s": sum(e.exec_ms for e in fins) / 1000.0, "completed": len(done), "prompts": len(texts), "seconds": span,
             "tokens_per_s": new * len(done) / span, "ttft_p50_s": float(np.percentile(ttft, 50)) if ttft else None,
-            "ttft_p99_s": float(np.percentile(ttft, 99)) if ttft else None, "exits": dict(sorted(served.items())),
+            "ttft_p99_s": float(np.percentile(ttft, 99)) if ttft else None,
+            "perplexity": float(np.exp(np.mean(log_ppl))) if log_ppl else None, "exits": dict(sorted(served.items())),
             "switches": sum(isinstance(e, HeliosSwitched) for e in evs),
             "loads": sum(isinstance(e, HeliosLoadedMore) for e in evs)}

@@ -1,11 +1,14 @@
 """Replaying the drifting stream through the policies with the measured per-token costs.
 
-One worker slot, prompts arriving as a Poisson stream at a given rate; a batch takes a (partial)
-load when its model and depth are not resident, a prefill and ``new`` lockstep steps at its depth
-and size (or, for ``static-*``, batch size one with each token leaving at its first confident
-exit, the EE-LLM baseline, at the ``early-exit`` variant's measured cost). HELIOS runs the
-planner's own controller (``planner/helios``): the simulated results feed its PHT exactly as
-``batch.finished`` does live.
+One worker slot, prompts arriving as a Poisson stream at a given rate, or in a closed loop (a fixed
+number of prompts in flight, the next one sent when one finishes: with one in flight, the paper's
+own setup, Sec. 4.3 and 5.1); a batch takes a (partial) load when its model and depth are not held
+(the worker's cache of runners, evicted least recently used first while their weights exceed the
+memory budget, as ``workers/runners.py`` does), a prefill and ``new`` lockstep steps at its depth
+and size (or, for ``static-*``, batch size one with each token leaving at its first confident exit,
+the EE-LLM baseline, at the ``early-exit`` variant's measured cost). HELIOS runs the planner's own
+controller (``planner/helios``): the simulated results feed its PHT exactly as ``batch.finished``
+does live.
 """
 
 from __future__ import annotations
@@ -84,13 +87,23 @@ class Run:
 
 def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs: dict[str, Costs],
              cands: Sequence[Candidate], *, new: int, memory_mb: float, max_batch: int, objective: str = "throughput",
-             params: HeliosParams | None = None, tasks: Sequence[str] | None = None) -> Run:
+             params: HeliosParams | None = None, tasks: Sequence[str] | None = None,
+             in_flight: int | None = None) -> Run:
+    """``in_flight``: a closed loop with that many prompts outstanding (``arrivals`` then gives only
+    their number): prompt ``i + in_flight`` arrives when prompt ``i`` finishes, so no policy idles
+    and none is capped by an offered rate; tokens/s is then each policy's own speed at that load."""
+    if in_flight is not None:
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be >= 1, got {in_flight}")
+        arrivals = np.where(np.arange(len(arrivals)) < in_flight, 0.0, np.inf)
     run = Run(policy, first_arrival=float(arrivals[0]))
     by_name = {c.name: c for c in cands}
     helios = Helios("lm", cands, objective, params) if policy.startswith("helios") else None
     if helios is not None:  # the worker's budget, as its heartbeat tells the live planner
         helios.set_budget(memory_mb, costs[helios.shortlist[0].name].block_size)
-    resident: tuple[str, int] | None = None
+    # what the worker holds, as workers/runners.py does: one runner per (model, depth), each
+    # loaded whole from disk, the least recently used evicted while their weights exceed the budget
+    held: dict[tuple[str, int], int] = {}
     now, nxt, n = 0.0, 0, len(arrivals)
     while nxt < n:
         now = max(now, float(arrivals[nxt]))
@@ -108,14 +121,11 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         size = min(size, waiting, limit or size)
         batch = list(range(nxt, nxt + size))
         load = 0.0
-        if resident != (model, depth):
-            if resident is not None and resident[0] == model:
-                # the deeper layers only; serving shallower keeps what is resident (no load)
-                load = max(c.load_s[depth] - c.load_s[resident[1]], 0.0)
-            else:
-                load = c.load_s[depth]
-            run.loads += load > 0
-            resident = (model, max(depth, resident[1]) if resident is not None and resident[0] == model else depth)
+        if (model, depth) not in held:
+            load = c.load_s[depth]
+            run.loads += 1
+        held[(model, depth)] = len(run.batches)  # last used
+        _evict(held, costs, memory_mb, keep=(model, depth))
         ei = tr.exits.index(depth) if depth in tr.exits else len(tr.exits) - 1
         if policy.startswith("static-"):
             p = batch[0]
@@ -146,6 +156,9 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         run.tokens += new * size
         run.batches.append(size)
         run.last_done = now
+        if in_flight is not None:  # each finished prompt lets the next one in
+            later = [p + in_flight for p in batch if p + in_flight < n]
+            arrivals[later] = now
         nxt += size
         if helios is not None:
             helios.dispatched(model, depth, size, waiting)
@@ -160,6 +173,16 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         run.evaluations = helios.counts["evaluations"]
         run.loads = max(run.loads, helios.counts["loads"])
     return run
+
+
+def _evict(held: dict[tuple[str, int], int], costs: dict[str, Costs], memory_mb: float,
+           keep: tuple[str, int]) -> None:
+    budget = memory_mb * 2**20
+    while sum(costs[m].weight_bytes[d] for m, d in held) > budget:
+        victims = [k for k in held if k != keep]
+        if not victims:
+            return  # the one in use alone exceeds the budget: it is served anyway
+        del held[min(victims, key=lambda k: held[k])]
 
 
 def _item(tr: Trace, p: int, depth: int, ei: int, new: int) -> ItemStats:
