@@ -29,7 +29,7 @@ from adaserve.planner.core import Scheduler, batch_feedback
 from adaserve.planner.helios.pht import ItemStats, item_stats
 from adaserve.planner.overload import Overload
 from adaserve.planner.pools import Pools, PoolView
-from adaserve.planner.state import Ewma, Inflight, RecentFloor
+from adaserve.planner.state import WAIT_HALF_LIFE_MS, Ewma, Inflight, RecentFloor
 
 if TYPE_CHECKING:
     import redis
@@ -162,7 +162,7 @@ class Follower:
         sent = self.inflight.pop(ev.batch_id)
         if sent is not None:
             gap = max(ev.ts - ev.exec_ms - sent[1], 0.0)
-            self.wait.setdefault(ev.pool, Ewma()).add(gap)
+            self.wait.setdefault(ev.pool, Ewma()).add(gap, ev.ts)
             if not sent[2]:  # it went out to an idle pool: no queueing in this one
                 self.floor.setdefault(ev.pool, RecentFloor()).add(ev.ts, gap)
         if self.overload is not None and ev.next_pool is None:
@@ -179,9 +179,10 @@ class Follower:
         """Expected ms before a batch sent to ``pool`` now starts (and the worker's overhead):
         the recent mean while batches are in flight there, its lower bound when it is idle."""
         v = self.pools.views.get(pool)
+        floor = self.floor_ms(pool, now_ms)
         if v is not None and v.inflight > 0 and pool in self.wait:
-            return self.wait[pool].value
-        return self.floor_ms(pool, now_ms)
+            return self.wait[pool].recent(now_ms, floor, WAIT_HALF_LIFE_MS)
+        return floor
 
     def floor_ms(self, pool: str, now_ms: float) -> float:
         got = self.floor.get(pool)

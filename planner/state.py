@@ -27,10 +27,26 @@ class Ewma:
     alpha: float = 0.1
     value: float = 0.0
     n: int = 0
+    at: float = 0.0  # when the last value came (the clock ``recent`` is asked on)
 
-    def add(self, x: float) -> None:
+    def add(self, x: float, at: float = 0.0) -> None:
         self.value = x if self.n == 0 else self.value + self.alpha * (x - self.value)
         self.n += 1
+        self.at = at
+
+    def recent(self, now: float, floor: float, half_life: float) -> float:
+        """The mean, its excess over ``floor`` halving every ``half_life`` that passes without a
+        new value. A mean raised by a stall, read while nothing is dispatched because of it, got no
+        value to lower it: a planner whose pool's in-flight count stayed above zero then expired
+        every request at dispatch for the rest of its life (whole live runs at 0.000,
+        docs/orloj.md). Batches that do finish keep it current: every few ms under load."""
+        excess = self.value - floor
+        if excess <= 0:
+            return self.value
+        return floor + excess * 0.5 ** (max(now - self.at, 0.0) / half_life)
+
+
+WAIT_HALF_LIFE_MS = 100.0  # a busy pool's mean wait, unconfirmed for this long, counts half as much
 
 
 @dataclass

@@ -44,7 +44,7 @@ from adaserve.planner.core import Pending, Scheduler, batch_feedback
 from adaserve.planner.overload import Overload
 from adaserve.planner.sim.calibrate import Calibration
 from adaserve.planner.sim.engine import SimResult
-from adaserve.planner.state import Ewma, RecentFloor
+from adaserve.planner.state import WAIT_HALF_LIFE_MS, Ewma, RecentFloor
 
 __all__ = ["simulate_pipeline"]
 
@@ -163,7 +163,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             _, _, batch, sent, exec_s, was_busy, fin = heapq.heappop(noticed)
             inflight -= 1
             gap = max(fin - exec_s - sent, 0.0)
-            wait.add(gap)
+            wait.add(gap, fin)
             if not was_busy:
                 floor.add(fin * 1000.0, gap * 1000.0)
             k = len(batch)
@@ -185,7 +185,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         end(scheduler.expire(now + low), 3)
         sent = False  # the planner's dispatch fills every free slot in one step (Planner._dispatch)
         while now >= gate and inflight < slots and len(scheduler):
-            d = scheduler.next_batch(now + (wait.value if inflight and wait.n else low), max_batch)
+            d = scheduler.next_batch(now + (wait.recent(now, low, WAIT_HALF_LIFE_MS / 1e3) if inflight and wait.n
+                                            else low), max_batch)
             end(d.expired, 3)
             if not d.batch:  # the policy holds its requests back: ask again a step later
                 gate = now + max(step((now - t_first) / span), WAKE_S)

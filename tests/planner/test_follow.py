@@ -16,6 +16,7 @@ from adaserve.broker.keys import Keys
 from adaserve.planner import follow
 from adaserve.planner.core import Feedback
 from adaserve.planner.follow import Follower
+from adaserve.planner.state import WAIT_HALF_LIFE_MS
 
 
 class _Learner:
@@ -79,7 +80,11 @@ def test_the_mean_wait_applies_while_the_pool_is_busy_and_is_stamped_when_sent(
     f.read(None, {})
     assert f.floor_ms("cpu", 1050.0) == 5.0        # 10 - 5 ms of execution, idle pool only
     f.pools.views["cpu"].inflight = 1
-    assert f.wait_ms("cpu", 1050.0) == pytest.approx(5.0 + 0.1 * (40.0 - 5.0))  # the mean, busy pool
+    assert f.wait_ms("cpu", 1045.0) == pytest.approx(5.0 + 0.1 * (40.0 - 5.0))  # the mean, busy pool
+    # unconfirmed by any finish, its excess over the floor halves every WAIT_HALF_LIFE_MS: a mean
+    # a stall raised cannot hold while it keeps every batch from going out
+    assert f.wait_ms("cpu", 1045.0 + WAIT_HALF_LIFE_MS) == pytest.approx(5.0 + 0.1 * (40.0 - 5.0) / 2)
+    assert f.wait_ms("cpu", 1045.0 + 10 * WAIT_HALF_LIFE_MS) == pytest.approx(5.0, abs=0.01)
     f.pools.views["cpu"].inflight = 0
     assert f.wait_ms("cpu", 1050.0) == 5.0
 
