@@ -57,6 +57,9 @@ def test_requests_are_stacked_and_split() -> None:
     assert out.variant == "v1" and out.failed == []
     assert set(out.items[1].outputs) == {"twice"}  # "big" has 5000 elements per request: left out
     np.testing.assert_array_equal(out.items[1].outputs["twice"].to_numpy(), [6, 8])
+    # every request completed in one run: the answers stay columns, the items are built from them
+    assert out.columns is not None and out.columns.predictions == [3, 7] and set(out.columns.outputs) == {"twice"}
+    np.testing.assert_array_equal(out.columns.outputs["twice"], [[2, 4], [6, 8]])
 
 
 def test_unknown_model_fails_every_request() -> None:
@@ -82,7 +85,7 @@ def test_shapes_are_grouped_and_a_bad_group_fails_alone() -> None:
 
     runner = Picky()
     out = _executor(runner).run(_batch(np.ones(2, np.int64), np.ones(3, np.int64), np.ones(2, np.int64)))
-    assert [i.status for i in out.items] == ["completed", "failed", "completed"]
+    assert [i.status for i in out.items] == ["completed", "failed", "completed"] and out.columns is None
     assert out.items[1].reason.startswith("bad_input: ValueError")
     assert sorted(c["a"].shape for c in runner.calls) == [(1, 3), (2, 2)]
 
@@ -165,7 +168,7 @@ def test_a_non_finite_answer_fails_its_request_instead_of_completing() -> None:
 
     out = _executor(NanEcho()).run(_batch(np.array([1.0, 2.0], np.float32), np.array([np.nan, 1.0], np.float32),
                                           np.array([np.inf, 0.0], np.float32)))
-    assert [i.status for i in out.items] == ["completed", "failed", "failed"]
+    assert [i.status for i in out.items] == ["completed", "failed", "failed"] and out.columns is None
     assert out.items[0].prediction == 0 and out.items[1].prediction is None
     assert all(i.reason.startswith("non_finite:") for i in out.items[1:])
 
