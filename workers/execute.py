@@ -234,6 +234,9 @@ class Executor:
             if prompts is None:
                 cols, bad = self._columns(out, len(idx), dt, keep)
                 if columns and not any(bad):
+                    # Copied: the publisher reads them on its own thread, and a runtime may reuse its
+                    # output buffers for the next batch meanwhile (outputs are small: max_out per row).
+                    cols.outputs = {k: v.copy() for k, v in cols.outputs.items()}
                     return cols
                 split: list[ItemOutcome] = [
                     it if not bad[j] else ItemOutcome("failed", NON_FINITE_OUTPUT, exec_ms=cols.exec_ms[j])

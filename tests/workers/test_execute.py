@@ -217,3 +217,25 @@ def test_a_memory_budget_evicts_the_least_recently_used_runner() -> None:
     big.get("m", "a")
     big.get("m", "b")
     assert big.variants() == [("m", "b")]  # alone over the budget, it is still served
+
+
+def test_columns_do_not_share_a_runtime_s_reused_output_buffer() -> None:
+    """The publisher packs a batch's columns on its own thread while the runner may already run
+    the next batch: a runtime that writes its outputs into the same buffer each run must not
+    change the answers of the batch before."""
+
+    class Reusing(Doubler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.buf = np.zeros((2, 2), np.int64)
+
+        def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+            self.buf[:] = inputs["a"] * 2
+            n = len(self.buf)
+            return RunOutput({"twice": self.buf}, predictions=np.zeros(n, np.int64), confidences=np.full(n, 0.5))
+
+    ex = _executor(Reusing())
+    first = ex.run(_batch(np.array([1, 2], np.int64), np.array([3, 4], np.int64)))
+    ex.run(_batch(np.array([5, 5], np.int64), np.array([5, 5], np.int64)))
+    assert first.columns is not None
+    np.testing.assert_array_equal(first.columns.outputs["twice"], [[2, 4], [6, 8]])
