@@ -10,6 +10,7 @@ The hot path builds the msgpack maps of ``Result`` and ``BatchFinished`` directl
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -20,7 +21,7 @@ from adaserve.broker.codec import encode
 from adaserve.broker.events import BatchDeadLettered
 from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import SCHEMA_VERSION, Result, Timings
-from adaserve.workers.execute import BatchOutcome, Columns, ItemOutcome
+from adaserve.workers.execute import BatchOutcome, Columns, ItemOutcome, WireRow
 from adaserve.workers.lmstats import lm_stats
 from adaserve.workers.wire import AnyBatch, items_of
 
@@ -33,43 +34,13 @@ def finished(
 ) -> tuple[list[Packed], bytes]:
     """The encoded result of every request of ``batch`` and the ``batch.finished`` event bytes."""
     packb = msgpack.Packer(use_bin_type=True).pack
-    plan = batch.plan.model_dump(mode="python")
-    # The fields every result of the batch shares are packed once and spliced in front of each
-    # result's own: packing the plan again per request was a third of this function.
-    shared = b"".join(packb(x) for x in ("v", SCHEMA_VERSION, "type", "result", "model", batch.model,
-                                          "plan", plan, "worker", worker))
+    shared = _shared(batch, worker, packb)
     fin = outcome.finished_ms
     packed: list[Packed] = []
     timings: list[dict[str, Any]] = []
     for item, out in zip(items_of(batch), outcome.items):
-        ok = out.status == "completed"
-        started = outcome.started_ms if ok else fin
-        sub = item.submitted_ms
-        # A request forwarded from an earlier part of a split model already ran for prior_ms:
-        # its exec time is the whole model's, and that time is not queueing.
-        prior = item.prior_exec_ms
-        queue_ms = started - sub - prior if started > sub + prior else 0.0
-        exec_ms = out.exec_ms + prior
-        total_ms = fin - sub if fin > sub else 0.0
-        exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
-        own = {
-            "job_id": item.job_id, "request_id": item.request_id, "app": item.app, "status": out.status,
-            "reason": out.reason,
-            "outputs": {k: {"dtype": v.dtype, "shape": v.shape, "data": v.data} for k, v in out.outputs.items()},
-            "prediction": out.prediction, "confidence": out.confidence, "exit": exit_,
-            "job_accuracy": item.job_accuracy,
-            "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
-                        "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
-                        "exec_ms": exec_ms, "total_ms": total_ms},
-        }
-        # 11 fields of its own (a fixmap, one header byte) and 5 shared: one map of 16
-        result = _MAP16 + shared + packb(own)[1:]
+        result, timing = _result(batch, item, out, outcome.started_ms, fin, shared, packb)
         packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, result))
-        timing = {"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
-                  "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
-                  "total_ms": total_ms, "exit": exit_, "confidence": out.confidence}
-        if ok and "confidence" in out.outputs:  # a language model's tokens, for HELIOS's PHT
-            timing["lm"] = lm_stats(out.outputs, exit_)
         timings.append(timing)
     event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
              "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
@@ -80,25 +51,69 @@ def finished(
     return packed, packb(event)
 
 
+def _shared(batch: AnyBatch, worker: str, packb: Callable[[Any], bytes]) -> bytes:
+    """The fields every result of the batch shares, packed once and spliced in front of each
+    result's own: packing the plan again per request was a third of ``finished``."""
+    plan = batch.plan.model_dump(mode="python")
+    return b"".join(packb(x) for x in ("v", SCHEMA_VERSION, "type", "result", "model", batch.model,
+                                        "plan", plan, "worker", worker))
+
+
+def _result(batch: AnyBatch, item: Any, out: ItemOutcome, started_ms: float, fin: float, shared: bytes,
+            packb: Callable[[Any], bytes]) -> tuple[bytes, dict[str, Any]]:
+    """One request's ``result`` entry and its timing for the batch event."""
+    ok = out.status == "completed"
+    started = started_ms if ok else fin
+    sub = item.submitted_ms
+    # A request forwarded from an earlier part of a split model already ran for prior_ms:
+    # its exec time is the whole model's, and that time is not queueing.
+    prior = item.prior_exec_ms
+    queue_ms = started - sub - prior if started > sub + prior else 0.0
+    exec_ms = out.exec_ms + prior
+    total_ms = fin - sub if fin > sub else 0.0
+    exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
+    own = {
+        "job_id": item.job_id, "request_id": item.request_id, "app": item.app, "status": out.status,
+        "reason": out.reason,
+        "outputs": {k: {"dtype": v.dtype, "shape": v.shape, "data": v.data} for k, v in out.outputs.items()},
+        "prediction": out.prediction, "confidence": out.confidence, "exit": exit_,
+        "job_accuracy": item.job_accuracy,
+        "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
+                    "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
+                    "exec_ms": exec_ms, "total_ms": total_ms},
+    }
+    timing = {"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
+              "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
+              "total_ms": total_ms, "exit": exit_, "confidence": out.confidence}
+    if ok and "confidence" in out.outputs:  # a language model's tokens, for HELIOS's PHT
+        timing["lm"] = lm_stats(out.outputs, exit_)
+    # 11 fields of its own (a fixmap, one header byte) and 5 shared: one map of 16
+    return _MAP16 + shared + packb(own)[1:], timing
+
+
 def finished_columns(
     batch: AnyBatch, outcome: BatchOutcome, cols: Columns, *, worker: str, pool: str, device: str,
 ) -> tuple[list[Packed], dict[tuple[str, str], bytes], bytes]:
     """``finished`` for a batch whose every request completed: each job's requests of the batch
-    as one ``columns`` entry (docs/wire.md), keyed by ``(job id, reply_to)``, built from the
-    batch arrays without a map per request. The requests' own ``result`` entries (what a
-    redelivery needs, when some of a job's requests had already ended) are built only if asked
-    for, by ``finished`` on the same outcome, and are equal to what the expanded ``columns``
-    entry holds (``tests/workers/test_results.py``)."""
+    (two or more) as one ``columns`` entry (docs/wire.md), keyed by ``(job id, reply_to)``, built
+    from the batch arrays without a map per request. The requests' own ``result`` entries (a lone
+    request's; what a redelivery needs, when some of a job's requests had already ended) are
+    built only when asked for, each alone, and are the maps ``finished`` makes: equal to what
+    the expanded ``columns`` entry holds (``tests/workers/test_results.py``)."""
     packb = msgpack.Packer(use_bin_type=True).pack
     items = items_of(batch)
-    own: list[bytes] = []
+    fin, started = outcome.finished_ms, outcome.started_ms
+    shared: list[bytes] = []
 
     def result_of(i: int) -> bytes:
-        if not own:
-            own.extend(p.raw for p in finished(batch, outcome, worker=worker, pool=pool, device=device)[0])
-        return own[i]
+        if not shared:
+            shared.append(_shared(batch, worker, packb))
+        row = ItemOutcome("completed", prediction=cols.predictions[i], confidence=cols.confidences[i],
+                          exit=cols.exits[i], exec_ms=cols.exec_ms[i],
+                          outputs={k: WireRow(str(v.dtype), list(v.shape[1:]), v[i].tobytes())
+                                   for k, v in cols.outputs.items()})
+        return _result(batch, items[i], row, started, fin, shared[0], packb)[0]
 
-    fin, started = outcome.finished_ms, outcome.started_ms
     plan = batch.plan.model_dump(mode="python")
     default_exit = batch.plan.exit
     exits = [default_exit if e is None else e for e in cols.exits]
@@ -116,6 +131,8 @@ def finished_columns(
                         "exit": exits[i], "confidence": cols.confidences[i]})
     entries: dict[tuple[str, str], bytes] = {}
     for key, idx in groups.items():
+        if len(idx) == 1:  # a lone request goes as its own `result` entry, as before: columns save nothing
+            continue
         first = items[idx[0]]
         # one job's requests share its submission time, app and accuracy floor; a group that
         # does not (no planner builds one) goes as the requests' own maps instead

@@ -114,7 +114,8 @@ def test_a_columns_entry_reads_back_as_each_result_it_stands_for() -> None:
     assert outcome.columns is not None and outcome.failed == []
     packed, entries, event = finished_columns(batch, outcome, outcome.columns, worker="w1", pool="cpu", device="cpu")
     old, old_event = finished(batch, outcome, worker="w1", pool="cpu", device="cpu")
-    assert set(entries) == {("j1", "c1"), ("j2", "c2")}  # j3's two submission times: its own maps
+    # j2's lone request goes as its own `result`; j3's two submission times: its own maps
+    assert set(entries) == {("j1", "c1")}
     for key, raw in entries.items():
         want = [p for p in old if (p.job_id, p.reply_to) == key]
         assert unpack(raw)["type"] == "columns"
@@ -124,8 +125,8 @@ def test_a_columns_entry_reads_back_as_each_result_it_stands_for() -> None:
         (p.job_id, p.request_id, p.status, p.reply_to) for p in old]
     assert [p.encoded() for p in packed] == [p.raw for p in old]  # a redelivery's own entries
     assert unpack(event) == unpack(old_event)
-    first = read_reply(entries["j2", "c2"])[0]
-    assert (first.exit, first.timings.queue_ms, first.timings.exec_ms) == (2, 17.5, 6.0)  # plan's exit; prior
+    lone = read_reply(packed[2].encoded())[0]
+    assert (lone.request_id, lone.exit, lone.timings.queue_ms, lone.timings.exec_ms) == ("q0", 2, 17.5, 6.0)
 
 
 def test_a_columns_entry_that_does_not_add_up_is_refused() -> None:
