@@ -10,7 +10,12 @@ alike; the figures are medians (and min-max) over repeats, in µs per request:
   msgpack alone, into the pydantic ``Batch``, and into ``workers.wire``'s light types (what
   workers do);
 * ``results_collect``, ``results_validate``: the SDK filing a job's ``results`` entry and counting
-  its completions (``JobResult`` built from the maps), then also building its ``Result`` objects.
+  its completions (``JobResult`` built from the maps), then also building its ``Result`` objects;
+* ``worker_rows``, ``worker_columns``: a worker turning the runner's answers for the batch (ten
+  probabilities per request) into what it sends — a ``ItemOutcome`` per request and one ``result``
+  map each (``finished``, the form for a batch with failures), or the job's one ``columns`` entry
+  (``finished_columns``, what a batch that completed whole sends) — the batch event included;
+* ``columns_collect``: the SDK filing a ``columns`` entry and counting its completions.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     from adaserve.models.datasets import sample_inputs
     from adaserve.producers import make_job
     from adaserve.producers.tracking import Tracked
+    from adaserve.workers.execute import BatchOutcome, ColumnItems, Columns
+    from adaserve.workers.results import finished, finished_columns
     from adaserve.workers.wire import read_batch
 
     inputs, _ = sample_inputs(model, batch, seed=0)
@@ -51,11 +58,33 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
                                       queue_ms=1.0, exec_ms=1.0, total_ms=3.0)) for r in job.requests]
     reply_raw = results_entry(job.id, [encode(x) for x in results])
     ids = tuple(r.id for r in job.requests)
+    wire = read_batch(batch_raw)
+    n = len(ids)
+    answers = np.random.default_rng(0).random((n, 10), dtype=np.float32)  # the runner's output for the batch
 
-    def collect(build: bool) -> Callable[[], object]:
+    def columns() -> Columns:
+        return Columns(answers.argmax(1).tolist(), answers.max(1).tolist(), [None] * n, [1.0] * n,
+                       {"probabilities": answers}, 1.0)
+
+    def outcome() -> BatchOutcome:
+        return BatchOutcome("default", ColumnItems(columns()), 3.0, 4.0, 1.0)
+
+    def rows() -> object:
+        done = outcome()
+        return finished(wire, BatchOutcome("default", list(done.items), 3.0, 4.0, 1.0), worker="w", pool="cpu",
+                        device="cpu")
+
+    def cols() -> object:
+        done = outcome()
+        assert done.columns is not None
+        return finished_columns(wire, done, done.columns, worker="w", pool="cpu", device="cpu")
+
+    (columns_raw,) = finished_columns(wire, outcome(), columns(), worker="w", pool="cpu", device="cpu")[1].values()
+
+    def collect(build: bool, raw: bytes = reply_raw) -> Callable[[], object]:
         def run() -> object:
             t = Tracked(job.id, job.app, model, "", 60_000.0, ids)
-            for m in read_reply_maps(reply_raw):
+            for m in read_reply_maps(raw):
                 t.add(m)
             assert t.result is not None and t.result.completed == len(ids)
             return t.result.results if build else t.result
@@ -68,6 +97,9 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
         "batch_read": lambda: read_batch(batch_raw),
         "results_collect": collect(False),
         "results_validate": collect(True),
+        "worker_rows": rows,
+        "worker_columns": cols,
+        "columns_collect": collect(False, columns_raw),
     }
 
 

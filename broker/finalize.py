@@ -10,7 +10,7 @@ result for a request, and a crash between "result published" and "entry acked" c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
@@ -44,7 +44,14 @@ class Packed:
     request_id: str
     status: str
     reply_to: str
-    raw: bytes
+    raw: bytes = b""
+    # Builds ``raw`` when it is needed, for a caller that sends its job's requests as one entry
+    # of its own making (``end_packed``'s ``entries``): only a redelivery needs each request's.
+    build: Callable[[], bytes] | None = None
+
+    def encoded(self) -> bytes:
+        """The request's own ``result`` entry."""
+        return self.raw if self.build is None else self.build()
 
     @classmethod
     def of(cls, ending: Ending) -> Packed:
@@ -110,6 +117,7 @@ class Finalizer:
 
     def end_packed(
         self, items: Sequence[Packed], *, ack: tuple[str, str, str] | None = None, event: bytes = b"",
+        entries: Mapping[tuple[str, str], bytes] | None = None,
     ) -> int:
         """``end`` for results encoded by the caller. The requests of one job go out as one
         ``results`` entry on its reply stream (when none of them had ended), not one entry each.
@@ -117,36 +125,45 @@ class Finalizer:
         Their own entries travel only when needed: a first call sends each job's ``results`` entry
         and the requests' ids and statuses, which the script flags with one HSET per job; a job
         some of whose requests had already ended (a redelivered batch) is sent again with its
-        requests' entries, and the ack and the event wait for that second call."""
+        requests' entries, and the ack and the event wait for that second call.
+
+        ``entries`` holds, per ``(job id, reply_to)``, the entry that carries those requests
+        whole (a worker's ``columns`` entry); a group without one goes as a ``results`` entry
+        of the requests' own."""
         groups: dict[tuple[str, str], list[Packed]] = {}
         for p in items:
             groups.setdefault((p.job_id, p.reply_to), []).append(p)
         parts = list(groups.items())
-        got = self._call(parts, ack, event, whole=True)
+        got = self._call(parts, ack, event, whole=True, entries=entries or {})
         published = int(got[0])
         again = [parts[int(g) - 1] for g in got[1:]]
         if again:
-            done = self._call(again, ack, event, whole=False)
+            done = self._call(again, ack, event, whole=False, entries={})
             if len(done) > 1:  # every entry was sent: the script has nothing left to ask for
                 raise AssertionError("the finaliser asked again for entries it was given")
             published += int(done[0])
         return published
 
     def _call(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
-              event: bytes, *, whole: bool) -> list[Any]:
-        """One run of the script over ``groups``; with ``whole``, a job of several requests goes as
-        its ``results`` entry only, else every request with its own entry."""
+              event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes]) -> list[Any]:
+        """One run of the script over ``groups``; with ``whole``, a job of several requests (or one
+        with an entry in ``entries``) goes as one entry only, else every request with its own."""
         keys = [self._keys.telemetry, ack[0] if ack else self._keys.telemetry]
         args: list[object] = [
             ack[1] if ack else "", ack[2] if ack else "", self._settings.telemetry_maxlen,
             self._settings.stream_maxlen, self._settings.result_ttl_s, event,
         ]
-        for (job_id, reply_to), group in groups:
+        for key, group in groups:
+            job_id, reply_to = key
             keys += [self._keys.job(job_id), self._keys.reply(reply_to)]
-            joined = whole and len(group) > 1
-            args += [len(group), results_entry(job_id, [p.raw for p in group]) if joined else b""]
+            given = entries.get(key) if whole else None
+            joined = given is not None or (whole and len(group) > 1)
+            if joined:
+                args += [len(group), given if given is not None else results_entry(job_id, [p.encoded() for p in group])]
+            else:
+                args += [len(group), b""]
             for p in group:
-                args += [p.request_id, p.status, b"" if joined else p.raw]
+                args += [p.request_id, p.status, b"" if joined else p.encoded()]
         return list(self._script(keys=keys, args=args))
 
 

@@ -1,8 +1,10 @@
 """What a reply stream carries, read back into result maps or ``Result`` objects.
 
-A reply stream holds two entry forms (README, "The wire format"): ``result``, one request's
-result, and ``results``, ``{"v", "type": "results", "job_id", "results": [result, ...]}``, the
-requests of one job that ended together (a worker's batch, usually).
+A reply stream holds three entry forms (docs/wire.md): ``result``, one request's result;
+``results``, ``{"v", "type": "results", "job_id", "results": [result, ...]}``, the requests of one
+job that ended together; and ``columns``, the requests of one job that completed in one batch,
+their fields as arrays and their outputs stacked (what workers send for a batch that ran whole).
+A ``columns`` entry is read into the same result maps as the other two (``expand_columns``).
 
 ``read_reply_maps`` is the SDK's hot path: it unpacks an entry and checks, per result, only the
 fields a job's summary is made of (ids, status, reason, prediction, ``timings.total_ms``);
@@ -15,7 +17,7 @@ that counts completions or reads predictions never needs the objects.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -47,11 +49,68 @@ def read_reply_maps(raw: bytes, limits: Limits | None = None) -> list[dict[str, 
         maps = body.get("results")  # type: ignore[assignment]
         if body.get("v") != SCHEMA_VERSION or not isinstance(maps, list):
             raise InvalidMessage("schema", "a results entry needs v 1 and a list of results")
+    elif kind == "columns":
+        return expand_columns(body)
     else:
         raise InvalidMessage("schema", f"a reply entry of type {kind!r}, not a result")
     for m in maps:
         check_summary(m)
     return maps
+
+
+_SHARED = ("app", "model", "plan", "worker", "job_accuracy")
+_ONE = ("submitted_ms", "dispatched_ms", "started_ms", "finished_ms", "total_ms")
+
+
+def expand_columns(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``result`` maps a ``columns`` entry stands for, in its order: each is the map a
+    ``result`` entry of that request would hold. The columns are checked as ``check_summary``
+    checks each map (types of the summary fields, one value per request); the rest waits for
+    ``results_of``, as for the other forms."""
+    ids, timings, outputs = body.get("request_ids"), body.get("timings"), body.get("outputs")
+    if body.get("v") != SCHEMA_VERSION:
+        raise InvalidMessage("version", f"not a version {SCHEMA_VERSION} columns entry")
+    if not (isinstance(ids, list) and isinstance(timings, dict) and isinstance(outputs, dict)):
+        raise InvalidMessage("schema", "a columns entry needs request_ids, timings and outputs")
+    n = len(ids)
+    job = body.get("job_id")
+    cols = [body.get(k) for k in ("prediction", "confidence", "exit")] + [timings.get(k) for k in ("queue_ms", "exec_ms")]
+    if not (isinstance(job, str) and all(isinstance(x, str) for x in ids)):
+        raise InvalidMessage("schema", "a result's job_id, request_id and reason must be strings")
+    if body.get("status") != "completed":
+        raise InvalidMessage("schema", "a columns entry holds completed requests only")
+    if not all(isinstance(c, list) and len(c) == n for c in cols):
+        raise InvalidMessage("schema", "a columns entry needs one prediction, confidence, exit, queue_ms "
+                                       "and exec_ms per request")
+    preds = cols[0]
+    assert isinstance(preds, list)
+    if not all(p is None or (isinstance(p, int) and not isinstance(p, bool)) for p in preds):
+        raise InvalidMessage("schema", "a result's prediction must be an integer or null")
+    total = timings.get("total_ms")
+    if not isinstance(total, (int, float)) or isinstance(total, bool):
+        raise InvalidMessage("schema", "a result needs timings.total_ms, a number")
+    rows: dict[str, tuple[object, list[Any], bytes, int]] = {}
+    for name, t in outputs.items():
+        shape = t.get("shape") if isinstance(t, dict) else None
+        data = t.get("data") if isinstance(t, dict) else None
+        if not (isinstance(shape, list) and shape and shape[0] == n and isinstance(data, bytes)
+                and len(data) % max(n, 1) == 0):
+            raise InvalidMessage("schema", f"output {name!r} of a columns entry is not one row per request")
+        rows[name] = (t.get("dtype"), shape[1:], data, len(data) // max(n, 1))
+    shared = {k: body.get(k) for k in _SHARED}
+    one = {k: timings.get(k) for k in _ONE}
+    out: list[dict[str, Any]] = []
+    confs, exits, queues, execs = cast(list[list[Any]], cols[1:])
+    for j, (rid, pred, conf, exit_, queue, exe) in enumerate(zip(ids, preds, confs, exits, queues, execs)):
+        out.append({
+            "v": SCHEMA_VERSION, "type": "result", "job_id": job, "request_id": rid, "status": "completed",
+            "reason": "", **shared,
+            "outputs": {k: {"dtype": dt, "shape": shape, "data": data[j * step:(j + 1) * step]}
+                        for k, (dt, shape, data, step) in rows.items()},
+            "prediction": pred, "confidence": conf, "exit": exit_,
+            "timings": {**one, "queue_ms": queue, "exec_ms": exe},
+        })
+    return out
 
 
 def check_summary(m: object) -> None:

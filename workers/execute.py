@@ -10,9 +10,9 @@ a reason for the requests it concerns, never an exception.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 
@@ -55,10 +55,61 @@ class ItemOutcome:
     exec_ms: float = 0.0
 
 
+@dataclass(slots=True)
+class Columns:
+    """A batch whose every request completed, kept as the runner returned it: one value per
+    request in each list and the outputs as batch arrays (rows are requests, little-endian, C
+    order). The reply goes out as one ``columns`` entry per job built from these directly;
+    per-request ``ItemOutcome``s (``ColumnItems``) are made only when something asks for them
+    (the batch.finished event's fields aside, a redelivery's per-request results)."""
+
+    predictions: list[int | None]
+    confidences: list[float | None]
+    exits: list[int | None]
+    exec_ms: list[float]
+    outputs: dict[str, np.ndarray]
+    run_ms: float  # the runner's wall time for the whole batch
+
+    def __len__(self) -> int:
+        return len(self.exec_ms)
+
+
+class ColumnItems(Sequence[ItemOutcome]):
+    """The ``ItemOutcome`` of each row of ``columns``, built on first access."""
+
+    __slots__ = ("_built", "columns")
+
+    def __init__(self, columns: Columns) -> None:
+        self.columns = columns
+        self._built: list[ItemOutcome] | None = None
+
+    def _items(self) -> list[ItemOutcome]:
+        if self._built is None:
+            c = self.columns
+            rows = {k: _rows(v) for k, v in c.outputs.items()}
+            self._built = [ItemOutcome("completed", prediction=c.predictions[j], confidence=c.confidences[j],
+                                       exit=c.exits[j], outputs={k: r[j] for k, r in rows.items()},
+                                       exec_ms=c.exec_ms[j]) for j in range(len(c))]
+        return self._built
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @overload
+    def __getitem__(self, i: int) -> ItemOutcome: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[ItemOutcome]: ...
+    def __getitem__(self, i: int | slice) -> ItemOutcome | Sequence[ItemOutcome]:
+        return self._items()[i]
+
+    def __iter__(self) -> Iterator[ItemOutcome]:
+        return iter(self._items())
+
+
 @dataclass
 class BatchOutcome:
     variant: str
-    items: list[ItemOutcome]
+    items: Sequence[ItemOutcome]
     started_ms: float
     finished_ms: float
     exec_ms: float  # wall time inside the runner, all groups together
@@ -69,7 +120,14 @@ class BatchOutcome:
     load_s: float | None = None
 
     @property
+    def columns(self) -> Columns | None:
+        """The batch's answers as columns, when every request completed in one run."""
+        return self.items.columns if isinstance(self.items, ColumnItems) else None
+
+    @property
     def failed(self) -> list[int]:
+        if isinstance(self.items, ColumnItems):
+            return []
         return [i for i, it in enumerate(self.items) if it.status == "failed"]
 
     def failure_summary(self) -> tuple[str, str]:
@@ -123,6 +181,9 @@ class Executor:
                 items[i] = ItemOutcome("failed", f"bad_input: {exc}")
         started = self._clock.now_ms()
         exec_s = 0.0
+        # One group holding every request, nothing passed on to a next part: its answers may stay
+        # columns (``Columns``), when the run succeeds and every row is finite.
+        whole = not keep and len(groups) == 1 and all(it is None for it in items)
         for sig, idx in groups.items():
             try:
                 target = targets(sig, specs, loaded.pixels)
@@ -131,7 +192,12 @@ class Executor:
                     items[i] = ItemOutcome("failed", f"bad_input: {exc}")
                 continue
             arrays = gather([_tensors(items_of(batch)[i].inputs) for i in idx], sig, target)
-            exec_s += self._run_group(runner, arrays, idx, items, keep)
+            got = self._run_group(runner, arrays, idx, items, keep, columns=whole)
+            if isinstance(got, Columns):
+                finished = self._clock.now_ms()
+                return BatchOutcome(runner.variant, ColumnItems(got), started, finished, got.run_ms,
+                                    load_s=load_s)
+            exec_s += got
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
         return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0, next_variant=nxt,
@@ -151,19 +217,32 @@ class Executor:
         started = self._clock.now_ms()
         exec_s = 0.0
         if prompts:
-            exec_s = self._run_group(runner, pack(prompts, runner.pad_id), idx, items, prompts=prompts)
+            exec_s = cast(float, self._run_group(runner, pack(prompts, runner.pad_id), idx, items, prompts=prompts))
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
         return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0)
 
     def _run_group(self, runner: Runner, arrays: dict[str, np.ndarray], idx: list[int],
                    items: list[ItemOutcome | None], keep: frozenset[str] = frozenset(),
-                   prompts: list[Prompt] | None = None) -> float:
+                   prompts: list[Prompt] | None = None, *, columns: bool = False) -> float | Columns:
+        """Run one group and fill its ``items``; returns the seconds it took, or with ``columns``
+        the group's answers as ``Columns`` when every request completed."""
         t0 = time.perf_counter()
         try:
             out = runner.run(arrays)
             dt = time.perf_counter() - t0
-            split = self._split(out, len(idx), dt, keep) if prompts is None else _generated(out, prompts, dt)
+            if prompts is None:
+                cols, bad = self._columns(out, len(idx), dt, keep)
+                if columns and not any(bad):
+                    # Copied: the publisher reads them on its own thread, and a runtime may reuse its
+                    # output buffers for the next batch meanwhile (outputs are small: max_out per row).
+                    cols.outputs = {k: v.copy() for k, v in cols.outputs.items()}
+                    return cols
+                split: list[ItemOutcome] = [
+                    it if not bad[j] else ItemOutcome("failed", NON_FINITE_OUTPUT, exec_ms=cols.exec_ms[j])
+                    for j, it in enumerate(ColumnItems(cols))]
+            else:
+                split = _generated(out, prompts, dt)
         except Exception as exc:
             dt = time.perf_counter() - t0
             name = type(exc).__name__
@@ -176,7 +255,9 @@ class Executor:
             items[i] = outcome
         return dt
 
-    def _split(self, out: RunOutput, n: int, dt: float, keep: frozenset[str] = frozenset()) -> list[ItemOutcome]:
+    def _columns(self, out: RunOutput, n: int, dt: float,
+                 keep: frozenset[str] = frozenset()) -> tuple[Columns, list[bool]]:
+        """The runner's answers as columns, and which rows hold NaN or ±Inf."""
         cols: dict[str, list[Any]] = {}
         for label, arr in (("predictions", out.predictions), ("confidences", out.confidences),
                            ("exits", out.exits), ("request_exec_s", out.request_exec_s)):
@@ -186,15 +267,11 @@ class Executor:
         preds, confs, exits = cols["predictions"], cols["confidences"], cols["exits"]
         exec_ms = [dt * 1000.0] * n if out.request_exec_s is None else [s * 1000.0 for s in cols["request_exec_s"]]
         # ``keep``: outputs that go on to the next part of a split model, not to a reply stream.
-        rows = {k: _rows(v) for k, v in out.outputs.items()
+        kept = {k: _wire_order(v) for k, v in out.outputs.items()
                 if v.ndim >= 1 and v.shape[0] == n and (v[0].size <= self._max_out or k in keep)}
-        bad = _non_finite_rows(out, n)
-        return [ItemOutcome("completed", prediction=None if preds[j] is None else int(preds[j]),
-                            confidence=None if confs[j] is None else float(confs[j]),
-                            exit=None if (e := exits[j]) is None else int(e),
-                            outputs={k: r[j] for k, r in rows.items()}, exec_ms=exec_ms[j])
-                if not bad[j] else ItemOutcome("failed", NON_FINITE_OUTPUT, exec_ms=exec_ms[j])
-                for j in range(n)]
+        return Columns([None if p is None else int(p) for p in preds],
+                       [None if c is None else float(c) for c in confs],
+                       [None if e is None else int(e) for e in exits], exec_ms, kept, dt * 1000.0), _non_finite_rows(out, n)
 
 
 def _tensors(inputs: Mapping[str, Tensor] | Mapping[str, WireTensor]) -> Mapping[str, Tensor]:
@@ -217,9 +294,14 @@ def _non_finite_rows(out: RunOutput, n: int) -> list[bool]:
     return bad.tolist()
 
 
+def _wire_order(a: np.ndarray) -> np.ndarray:
+    """``a`` little-endian and C-ordered, as the wire carries tensors (no copy when it is)."""
+    return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype)
+
+
 def _rows(a: np.ndarray) -> list[WireRow]:
     """Per-request wire rows of a batch output: one conversion per batch, then byte slices."""
-    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype)
+    a = _wire_order(a)
     blob = a.tobytes()
     step = len(blob) // len(a) if len(a) else 0
     name, shape = str(a.dtype), list(a.shape[1:])

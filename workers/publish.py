@@ -27,7 +27,7 @@ from adaserve.broker.settings import Limits, Settings, default_limits
 from adaserve.broker.streams import Entry, ack, dead_letter
 from adaserve.workers.execute import BatchOutcome
 from adaserve.workers.forward import Forwarder
-from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, finished
+from adaserve.workers.results import all_failed, deadlettered, failed_from_raw, finished, finished_columns
 from adaserve.workers.wire import AnyBatch, WireBatch
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,12 @@ class Publisher:
             full = batch.full() if isinstance(batch, WireBatch) else batch  # the forward copies pydantic items
             self._forwarder.forward(entry, full, outcome, retry=self._retry)
             return 0
+        cols = outcome.columns
+        if cols is not None and "confidence" not in cols.outputs:  # (a language model's tokens take the maps)
+            packed, entries, event = finished_columns(batch, outcome, cols, worker=self._worker, pool=self._pool,
+                                                      device=self._device)
+            return self._retry(lambda: self._fin.end_packed(packed, ack=(entry.stream, self.group, entry.id),
+                                                            event=event, entries=entries))
         packed, event = finished(batch, outcome, worker=self._worker, pool=self._pool, device=self._device)
         if outcome.failed:
             code, detail = outcome.failure_summary()

@@ -1,4 +1,6 @@
-"""Outcomes -> the wire: one encoded result per request and the batch's ``batch.finished`` event.
+"""Outcomes -> the wire: one encoded result per request and the batch's ``batch.finished`` event,
+or, for a batch whose every request completed (``BatchOutcome.columns``), one ``columns`` entry per
+job of the batch (``finished_columns``).
 
 The hot path builds the msgpack maps of ``Result`` and ``BatchFinished`` directly (see
 ``finish`` for why); the tests check that every map validates as its pydantic model. Rare paths
@@ -8,15 +10,18 @@ The hot path builds the msgpack maps of ``Result`` and ``BatchFinished`` directl
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from adaserve.broker.codec import encode
 from adaserve.broker.events import BatchDeadLettered
 from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import SCHEMA_VERSION, Result, Timings
-from adaserve.workers.execute import BatchOutcome, ItemOutcome
+from adaserve.workers.execute import BatchOutcome, Columns, ItemOutcome, WireRow
 from adaserve.workers.lmstats import lm_stats
 from adaserve.workers.wire import AnyBatch, items_of
 
@@ -29,43 +34,13 @@ def finished(
 ) -> tuple[list[Packed], bytes]:
     """The encoded result of every request of ``batch`` and the ``batch.finished`` event bytes."""
     packb = msgpack.Packer(use_bin_type=True).pack
-    plan = batch.plan.model_dump(mode="python")
-    # The fields every result of the batch shares are packed once and spliced in front of each
-    # result's own: packing the plan again per request was a third of this function.
-    shared = b"".join(packb(x) for x in ("v", SCHEMA_VERSION, "type", "result", "model", batch.model,
-                                          "plan", plan, "worker", worker))
+    shared = _shared(batch, worker, packb)
     fin = outcome.finished_ms
     packed: list[Packed] = []
     timings: list[dict[str, Any]] = []
     for item, out in zip(items_of(batch), outcome.items):
-        ok = out.status == "completed"
-        started = outcome.started_ms if ok else fin
-        sub = item.submitted_ms
-        # A request forwarded from an earlier part of a split model already ran for prior_ms:
-        # its exec time is the whole model's, and that time is not queueing.
-        prior = item.prior_exec_ms
-        queue_ms = started - sub - prior if started > sub + prior else 0.0
-        exec_ms = out.exec_ms + prior
-        total_ms = fin - sub if fin > sub else 0.0
-        exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
-        own = {
-            "job_id": item.job_id, "request_id": item.request_id, "app": item.app, "status": out.status,
-            "reason": out.reason,
-            "outputs": {k: {"dtype": v.dtype, "shape": v.shape, "data": v.data} for k, v in out.outputs.items()},
-            "prediction": out.prediction, "confidence": out.confidence, "exit": exit_,
-            "job_accuracy": item.job_accuracy,
-            "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
-                        "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
-                        "exec_ms": exec_ms, "total_ms": total_ms},
-        }
-        # 11 fields of its own (a fixmap, one header byte) and 5 shared: one map of 16
-        result = _MAP16 + shared + packb(own)[1:]
+        result, timing = _result(batch, item, out, outcome.started_ms, fin, shared, packb)
         packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, result))
-        timing = {"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
-                  "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
-                  "total_ms": total_ms, "exit": exit_, "confidence": out.confidence}
-        if ok and "confidence" in out.outputs:  # a language model's tokens, for HELIOS's PHT
-            timing["lm"] = lm_stats(out.outputs, exit_)
         timings.append(timing)
     event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
              "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
@@ -74,6 +49,123 @@ def finished(
     if outcome.load_s is not None:
         event["load_s"] = outcome.load_s
     return packed, packb(event)
+
+
+def _shared(batch: AnyBatch, worker: str, packb: Callable[[Any], bytes]) -> bytes:
+    """The fields every result of the batch shares, packed once and spliced in front of each
+    result's own: packing the plan again per request was a third of ``finished``."""
+    plan = batch.plan.model_dump(mode="python")
+    return b"".join(packb(x) for x in ("v", SCHEMA_VERSION, "type", "result", "model", batch.model,
+                                        "plan", plan, "worker", worker))
+
+
+def _result(batch: AnyBatch, item: Any, out: ItemOutcome, started_ms: float, fin: float, shared: bytes,
+            packb: Callable[[Any], bytes]) -> tuple[bytes, dict[str, Any]]:
+    """One request's ``result`` entry and its timing for the batch event."""
+    ok = out.status == "completed"
+    started = started_ms if ok else fin
+    sub = item.submitted_ms
+    # A request forwarded from an earlier part of a split model already ran for prior_ms:
+    # its exec time is the whole model's, and that time is not queueing.
+    prior = item.prior_exec_ms
+    queue_ms = started - sub - prior if started > sub + prior else 0.0
+    exec_ms = out.exec_ms + prior
+    total_ms = fin - sub if fin > sub else 0.0
+    exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
+    own = {
+        "job_id": item.job_id, "request_id": item.request_id, "app": item.app, "status": out.status,
+        "reason": out.reason,
+        "outputs": {k: {"dtype": v.dtype, "shape": v.shape, "data": v.data} for k, v in out.outputs.items()},
+        "prediction": out.prediction, "confidence": out.confidence, "exit": exit_,
+        "job_accuracy": item.job_accuracy,
+        "timings": {"submitted_ms": item.submitted_ms, "dispatched_ms": batch.dispatched_ms,
+                    "started_ms": started, "finished_ms": fin, "queue_ms": queue_ms,
+                    "exec_ms": exec_ms, "total_ms": total_ms},
+    }
+    timing = {"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
+              "status": out.status, "queue_ms": queue_ms, "exec_ms": exec_ms,
+              "total_ms": total_ms, "exit": exit_, "confidence": out.confidence}
+    if ok and "confidence" in out.outputs:  # a language model's tokens, for HELIOS's PHT
+        timing["lm"] = lm_stats(out.outputs, exit_)
+    # 11 fields of its own (a fixmap, one header byte) and 5 shared: one map of 16
+    return _MAP16 + shared + packb(own)[1:], timing
+
+
+def finished_columns(
+    batch: AnyBatch, outcome: BatchOutcome, cols: Columns, *, worker: str, pool: str, device: str,
+) -> tuple[list[Packed], dict[tuple[str, str], bytes], bytes]:
+    """``finished`` for a batch whose every request completed: each job's requests of the batch
+    (two or more) as one ``columns`` entry (docs/wire.md), keyed by ``(job id, reply_to)``, built
+    from the batch arrays without a map per request. The requests' own ``result`` entries (a lone
+    request's; what a redelivery needs, when some of a job's requests had already ended) are
+    built only when asked for, each alone, and are the maps ``finished`` makes: equal to what
+    the expanded ``columns`` entry holds (``tests/workers/test_results.py``)."""
+    packb = msgpack.Packer(use_bin_type=True).pack
+    items = items_of(batch)
+    fin, started = outcome.finished_ms, outcome.started_ms
+    shared: list[bytes] = []
+
+    def result_of(i: int) -> bytes:
+        if not shared:
+            shared.append(_shared(batch, worker, packb))
+        row = ItemOutcome("completed", prediction=cols.predictions[i], confidence=cols.confidences[i],
+                          exit=cols.exits[i], exec_ms=cols.exec_ms[i],
+                          outputs={k: WireRow(str(v.dtype), list(v.shape[1:]), v[i].tobytes())
+                                   for k, v in cols.outputs.items()})
+        return _result(batch, items[i], row, started, fin, shared[0], packb)[0]
+
+    plan = batch.plan.model_dump(mode="python")
+    default_exit = batch.plan.exit
+    exits = [default_exit if e is None else e for e in cols.exits]
+    groups: dict[tuple[str, str], list[int]] = {}
+    packed: list[Packed] = []
+    timings: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        groups.setdefault((item.job_id, item.reply_to), []).append(i)
+        packed.append(Packed(item.job_id, item.request_id, "completed", item.reply_to,
+                             build=partial(result_of, i)))
+        sub, prior = item.submitted_ms, item.prior_exec_ms
+        timings.append({"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
+                        "status": "completed", "queue_ms": started - sub - prior if started > sub + prior else 0.0,
+                        "exec_ms": cols.exec_ms[i] + prior, "total_ms": fin - sub if fin > sub else 0.0,
+                        "exit": exits[i], "confidence": cols.confidences[i]})
+    entries: dict[tuple[str, str], bytes] = {}
+    for key, idx in groups.items():
+        if len(idx) == 1:  # a lone request goes as its own `result` entry, as before: columns save nothing
+            continue
+        first = items[idx[0]]
+        # one job's requests share its submission time, app and accuracy floor; a group that
+        # does not (no planner builds one) goes as the requests' own maps instead
+        if any(items[i].submitted_ms != first.submitted_ms or items[i].app != first.app
+               or items[i].job_accuracy != first.job_accuracy for i in idx):
+            continue
+        whole = len(idx) == len(items)
+        sub = first.submitted_ms
+        entries[key] = packb({
+            "v": SCHEMA_VERSION, "type": "columns", "job_id": key[0], "app": first.app, "model": batch.model,
+            "plan": plan, "worker": worker, "job_accuracy": first.job_accuracy, "status": "completed",
+            "request_ids": [items[i].request_id for i in idx],
+            "prediction": cols.predictions if whole else [cols.predictions[i] for i in idx],
+            "confidence": cols.confidences if whole else [cols.confidences[i] for i in idx],
+            "exit": exits if whole else [exits[i] for i in idx],
+            "outputs": {k: _stacked(v if whole else v[idx]) for k, v in cols.outputs.items()},
+            "timings": {"submitted_ms": sub, "dispatched_ms": batch.dispatched_ms, "started_ms": started,
+                        "finished_ms": fin, "total_ms": fin - sub if fin > sub else 0.0,
+                        "queue_ms": [timings[i]["queue_ms"] for i in idx],
+                        "exec_ms": [timings[i]["exec_ms"] for i in idx]},
+        })
+    event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
+             "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
+             "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,
+             "part": batch.plan.placement.part}
+    if outcome.load_s is not None:
+        event["load_s"] = outcome.load_s
+    return packed, entries, packb(event)
+
+
+def _stacked(a: np.ndarray) -> dict[str, Any]:
+    """A batch output as one wire tensor, its first dimension the requests."""
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.tobytes()}
 
 
 def all_failed(batch: AnyBatch, reason: str, now_ms: float) -> BatchOutcome:

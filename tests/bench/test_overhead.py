@@ -46,6 +46,6 @@ def test_hotpaths_times_every_piece_on_a_real_job() -> None:
     out = json.loads(res.stdout.strip().splitlines()[-1])
     pieces = out["us_per_request"]
     assert set(pieces) == {"job_decode", "batch_unpack", "batch_decode", "batch_read", "results_collect",
-                           "results_validate"}
+                           "results_validate", "worker_rows", "worker_columns", "columns_collect"}
     for v in pieces.values():
         assert 0 < v["min"] <= v["median"] <= v["max"]

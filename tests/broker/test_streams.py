@@ -187,3 +187,33 @@ def test_a_job_ended_whole_costs_one_flag_write(r: "redis.Redis[bytes]", setting
     after = calls()
     # one HSET of the 32 flags, one XADD of the `results` entry and one of job.completed
     assert {c: after[c] - before[c] for c in after} == {"hset": 1, "hsetnx": 0, "xadd": 2}
+
+
+def test_a_job_given_its_own_entry_goes_as_that_entry_and_a_redelivery_builds_each_result(
+        r: "redis.Redis[bytes]", settings: Settings) -> None:
+    """A worker's ``columns`` entry is published as given, the requests' own entries never built;
+    when some of the job's requests had ended, the rest go out one by one, built only then."""
+    from adaserve.broker.finalize import Packed
+
+    k = Keys(settings.namespace)
+    fin = Finalizer(r, settings)
+    built: list[str] = []
+
+    def packed(job: str) -> list[Packed]:
+        def own(e: Ending) -> bytes:
+            built.append(e.result.request_id)
+            return encode_map(e.result.model_dump(mode="python"))
+
+        ends = [Ending(_end(f"r{i}", "completed").result.model_copy(update={"job_id": job}), "c") for i in range(3)]
+        return [Packed(job, e.result.request_id, "completed", "c", build=lambda e=e: own(e)) for e in ends]
+
+    fin.register(_job(3), "5-0", 5.0)
+    assert fin.end_packed(packed("j"), entries={("j", "c"): b"whole"}) == 3
+    assert [e.raw for e in streams.read(r, {k.reply("c"): "0"})] == [b"whole"] and built == []
+    fin.register(_job(3).model_copy(update={"id": "j2"}), "6-0", 6.0)
+    assert fin.end([Ending(_end("r0", "expired").result.model_copy(update={"job_id": "j2"}), "c")]) == 1
+    assert fin.end_packed(packed("j2"), entries={("j2", "c"): b"whole"}) == 2
+    got = [read_reply(e.raw) for e in streams.read(r, {k.reply("c"): "0"})[1:]]
+    assert [(x.job_id, x.request_id, x.status) for res in got for x in res] == [
+        ("j2", "r0", "expired"), ("j2", "r1", "completed"), ("j2", "r2", "completed")]
+    assert built == ["r0", "r1", "r2"]  # the second call sends every request's own entry

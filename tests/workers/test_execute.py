@@ -57,6 +57,9 @@ def test_requests_are_stacked_and_split() -> None:
     assert out.variant == "v1" and out.failed == []
     assert set(out.items[1].outputs) == {"twice"}  # "big" has 5000 elements per request: left out
     np.testing.assert_array_equal(out.items[1].outputs["twice"].to_numpy(), [6, 8])
+    # every request completed in one run: the answers stay columns, the items are built from them
+    assert out.columns is not None and out.columns.predictions == [3, 7] and set(out.columns.outputs) == {"twice"}
+    np.testing.assert_array_equal(out.columns.outputs["twice"], [[2, 4], [6, 8]])
 
 
 def test_unknown_model_fails_every_request() -> None:
@@ -82,7 +85,7 @@ def test_shapes_are_grouped_and_a_bad_group_fails_alone() -> None:
 
     runner = Picky()
     out = _executor(runner).run(_batch(np.ones(2, np.int64), np.ones(3, np.int64), np.ones(2, np.int64)))
-    assert [i.status for i in out.items] == ["completed", "failed", "completed"]
+    assert [i.status for i in out.items] == ["completed", "failed", "completed"] and out.columns is None
     assert out.items[1].reason.startswith("bad_input: ValueError")
     assert sorted(c["a"].shape for c in runner.calls) == [(1, 3), (2, 2)]
 
@@ -165,7 +168,7 @@ def test_a_non_finite_answer_fails_its_request_instead_of_completing() -> None:
 
     out = _executor(NanEcho()).run(_batch(np.array([1.0, 2.0], np.float32), np.array([np.nan, 1.0], np.float32),
                                           np.array([np.inf, 0.0], np.float32)))
-    assert [i.status for i in out.items] == ["completed", "failed", "failed"]
+    assert [i.status for i in out.items] == ["completed", "failed", "failed"] and out.columns is None
     assert out.items[0].prediction == 0 and out.items[1].prediction is None
     assert all(i.reason.startswith("non_finite:") for i in out.items[1:])
 
@@ -214,3 +217,25 @@ def test_a_memory_budget_evicts_the_least_recently_used_runner() -> None:
     big.get("m", "a")
     big.get("m", "b")
     assert big.variants() == [("m", "b")]  # alone over the budget, it is still served
+
+
+def test_columns_do_not_share_a_runtime_s_reused_output_buffer() -> None:
+    """The publisher packs a batch's columns on its own thread while the runner may already run
+    the next batch: a runtime that writes its outputs into the same buffer each run must not
+    change the answers of the batch before."""
+
+    class Reusing(Doubler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.buf = np.zeros((2, 2), np.int64)
+
+        def run(self, inputs: dict[str, np.ndarray]) -> RunOutput:
+            self.buf[:] = inputs["a"] * 2
+            n = len(self.buf)
+            return RunOutput({"twice": self.buf}, predictions=np.zeros(n, np.int64), confidences=np.full(n, 0.5))
+
+    ex = _executor(Reusing())
+    first = ex.run(_batch(np.array([1, 2], np.int64), np.array([3, 4], np.int64)))
+    ex.run(_batch(np.array([5, 5], np.int64), np.array([5, 5], np.int64)))
+    assert first.columns is not None
+    np.testing.assert_array_equal(first.columns.outputs["twice"], [[2, 4], [6, 8]])

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from adaserve.broker import Tensor
 from adaserve.broker.codec import decode
 from adaserve.broker.events import BatchFinished
 from adaserve.broker.messages import Batch, BatchItem, Placement, Plan, Result
-from adaserve.workers.execute import BatchOutcome, ItemOutcome, WireRow
-from adaserve.workers.results import failed_from_raw, finished
+from adaserve.workers.execute import BatchOutcome, ColumnItems, Columns, ItemOutcome, WireRow
+from adaserve.workers.results import failed_from_raw, finished, finished_columns
 
 
 def _batch() -> Batch:
@@ -82,3 +83,70 @@ def test_a_results_entry_reads_back_as_the_same_results_the_schema_gives() -> No
     assert read_reply(results_entry("j1", [p.raw for p in packed])) == validated
     assert [read_reply(p.raw)[0] for p in packed] == validated
     assert isinstance(validated[0].plan.modalities, tuple) and read_reply(packed[0].raw)[0].plan == batch.plan
+
+
+def _columns_batch() -> tuple[Batch, BatchOutcome]:
+    """Two jobs in one batch (one forwarded from a first part: ``prior_exec_ms``), and a third
+    whose two items disagree on their submission time (no planner builds that)."""
+    def item(job: str, rid: str, reply: str, sub: float, prior: float = 0.0) -> BatchItem:
+        return BatchItem(job_id=job, request_id=rid, app="app", reply_to=reply, run="run1",
+                         inputs={"a": Tensor.from_numpy(np.zeros(2, np.float32))}, submitted_ms=sub,
+                         deadline_ms=sub + 5000.0, prior_exec_ms=prior, job_accuracy=0.5)
+
+    items = [item("j1", "r0", "c1", 1000.0), item("j1", "r1", "c1", 1000.0), item("j2", "q0", "c2", 990.0, 2.5),
+             item("j1", "r2", "c1", 1000.0), item("j3", "s0", "c1", 995.0), item("j3", "s1", "c1", 996.0)]
+    plan = Plan(modalities=("a",), variant="exit2", exit=2, placement=Placement(pool="cpu"), priority=0.5)
+    batch = Batch(id="b1", model="m", plan=plan, items=items, dispatched_ms=1002.0)
+    logits = np.arange(18, dtype=np.float32).reshape(6, 3)
+    cols = Columns(predictions=[2, 1, 0, 2, 1, 1], confidences=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4],
+                   exits=[None, 1, None, 2, 0, None], exec_ms=[3.0, 3.0, 3.5, 3.0, 3.0, 3.0],
+                   outputs={"logits": logits}, run_ms=3.25)
+    return batch, BatchOutcome("exit2", ColumnItems(cols), started_ms=1010.0, finished_ms=1014.0, exec_ms=3.25)
+
+
+def test_a_columns_entry_reads_back_as_each_result_it_stands_for() -> None:
+    """What a worker sends for a batch that completed whole is, read back, exactly the ``result``
+    maps of ``finished``: the columnar form cannot drift from the per-request one."""
+    from adaserve.broker.codec import unpack
+    from adaserve.broker.replies import read_reply, read_reply_maps
+
+    batch, outcome = _columns_batch()
+    assert outcome.columns is not None and outcome.failed == []
+    packed, entries, event = finished_columns(batch, outcome, outcome.columns, worker="w1", pool="cpu", device="cpu")
+    old, old_event = finished(batch, outcome, worker="w1", pool="cpu", device="cpu")
+    # j2's lone request goes as its own `result`; j3's two submission times: its own maps
+    assert set(entries) == {("j1", "c1")}
+    for key, raw in entries.items():
+        want = [p for p in old if (p.job_id, p.reply_to) == key]
+        assert unpack(raw)["type"] == "columns"
+        assert read_reply_maps(raw) == [unpack(p.raw) for p in want]
+        assert read_reply(raw) == [decode(p.raw, expect=Result) for p in want]
+    assert [(p.job_id, p.request_id, p.status, p.reply_to) for p in packed] == [
+        (p.job_id, p.request_id, p.status, p.reply_to) for p in old]
+    assert [p.encoded() for p in packed] == [p.raw for p in old]  # a redelivery's own entries
+    assert unpack(event) == unpack(old_event)
+    lone = read_reply(packed[2].encoded())[0]
+    assert (lone.request_id, lone.exit, lone.timings.queue_ms, lone.timings.exec_ms) == ("q0", 2, 17.5, 6.0)
+
+
+def test_a_columns_entry_that_does_not_add_up_is_refused() -> None:
+    import msgpack
+
+    from adaserve.broker.codec import unpack
+    from adaserve.broker.errors import InvalidMessage
+    from adaserve.broker.replies import read_reply_maps
+
+    batch, outcome = _columns_batch()
+    assert outcome.columns is not None
+    _, entries, _ = finished_columns(batch, outcome, outcome.columns, worker="w1", pool="cpu", device="cpu")
+    good = unpack(entries["j1", "c1"])
+    broken = [{**good, "prediction": good["prediction"][:-1]},
+              {**good, "request_ids": [*good["request_ids"][:-1], 7]},
+              {**good, "status": "failed"},
+              {**good, "outputs": {"logits": {**good["outputs"]["logits"], "shape": [2, 3]}}},
+              {**good, "timings": {**good["timings"], "total_ms": "soon"}},
+              {**good, "prediction": [True] * 3},
+              {**good, "v": 2}]
+    for body in broken:
+        with pytest.raises(InvalidMessage):
+            read_reply_maps(msgpack.packb(body, use_bin_type=True))
