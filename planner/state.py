@@ -43,7 +43,7 @@ class Ewma:
         excess = self.value - floor
         if excess <= 0:
             return self.value
-        return floor + excess * 0.5 ** (max(now - self.at, 0.0) / half_life)
+        return floor + excess * float(0.5 ** (max(now - self.at, 0.0) / half_life))
 
 
 WAIT_HALF_LIFE_MS = 100.0  # a busy pool's mean wait, unconfirmed for this long, counts half as much
