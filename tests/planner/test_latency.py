@@ -58,3 +58,15 @@ def test_the_orloj_fit_is_as_robust() -> None:
     before = fit.predict(1, 0.0001)
     fit.update(31, 0.0001, 0.050)
     assert fit.predict(1, 0.0001) == pytest.approx(before, abs=0.0005)
+
+
+def test_the_covariance_clip_is_the_eigen_decompositions() -> None:
+    from adaserve.planner.latency import _clip_eigen
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        m = rng.normal(size=(2, 2))
+        p, top = m @ m.T * rng.uniform(0.01, 100), float(rng.uniform(0.01, 50))
+        w, u = np.linalg.eigh(p)
+        np.testing.assert_allclose(_clip_eigen(p, top), (u * np.minimum(w, top)) @ u.T, rtol=1e-9, atol=1e-12)
+    assert np.array_equal(_clip_eigen(np.diag([3.0, 3.0]), 2.0), np.diag([2.0, 2.0]))
