@@ -10,10 +10,10 @@ The drain rate of a model is the highest rate at which it finished requests over
 are busy. A whole second was too coarse: below saturation the best second is the offered rate, not
 the capacity, and a burst of arrivals was then refused though the pool would have served it (at
 0.8 of capacity 2-4 % of requests were refused, live and simulated alike); a backlog drained
-after a burst shows the capacity within a span. The estimate is used only when the queue is long enough to
-matter (``min_queue``) and the rate rests on enough evidence (a best second of at least
-``min_queue`` requests); otherwise the job is admitted and the policy's own expiry applies. A burst
-after a long idle spell is therefore admitted whole, and refused only once a second of it has been
+after a burst shows the capacity within a span. The estimate is used only when the queue is long
+enough to matter (``min_queue``) and the rate rests on enough evidence (at least ``min_queue``
+requests a second); otherwise the job is admitted and the policy's own expiry applies. A burst
+after a long idle spell is therefore admitted whole, and refused only once a span of it has been
 measured.
 
 ``for_planner`` and ``Overload.check`` are what the live planner applies (``planner/service.py``)
