@@ -42,13 +42,20 @@ def finished(
         result, timing = _result(batch, item, out, outcome.started_ms, fin, shared, packb)
         packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, result))
         timings.append(timing)
-    event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
-             "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
+    event = _finished_event(batch, outcome, pool, worker, device, timings)
+    return packed, packb(event)
+
+
+def _finished_event(batch: AnyBatch, outcome: BatchOutcome, pool: str, worker: str, device: str,
+                    timings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The batch's ``batch.finished`` event, whichever form its results take."""
+    event = {"v": 1, "type": "event", "ts": outcome.finished_ms, "event": "batch.finished", "batch_id": batch.id,
+             "pool": pool, "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
              "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,
              "part": batch.plan.placement.part}
     if outcome.load_s is not None:
         event["load_s"] = outcome.load_s
-    return packed, packb(event)
+    return event
 
 
 def _shared(batch: AnyBatch, worker: str, packb: Callable[[Any], bytes]) -> bytes:
@@ -154,12 +161,7 @@ def finished_columns(
                         "queue_ms": [timings[i]["queue_ms"] for i in idx],
                         "exec_ms": [timings[i]["exec_ms"] for i in idx]},
         })
-    event = {"v": 1, "type": "event", "ts": fin, "event": "batch.finished", "batch_id": batch.id, "pool": pool,
-             "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
-             "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,
-             "part": batch.plan.placement.part}
-    if outcome.load_s is not None:
-        event["load_s"] = outcome.load_s
+    event = _finished_event(batch, outcome, pool, worker, device, timings)
     return packed, entries, packb(event)
 
 
