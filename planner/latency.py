@@ -72,12 +72,10 @@ def _clip_eigen(p: np.ndarray, top: float) -> np.ndarray:
         return p
     if lo >= top:
         return np.diag([top, top])
-    # the eigenvector of ``hi``: (b, hi - a), or (hi - d, b) where that one vanishes
+    # the eigenvector of ``hi``: (b, hi - a), or (hi - d, b) where that one vanishes; the larger
+    # of |hi - a| and |hi - d| is at least ``disc`` > 0 here (hi > top > lo), so it never does
     x, y = (b, hi - a) if abs(hi - a) >= abs(hi - d) else (hi - d, b)
-    norm = x * x + y * y
-    if norm == 0.0:  # diagonal with equal entries: both eigenvalues are ``hi``, handled above
-        return p
-    cut = (hi - top) / norm
+    cut = (hi - top) / (x * x + y * y)
     return np.array([[a - cut * x * x, b - cut * x * y], [b - cut * x * y, d - cut * y * y]])
 
 

@@ -21,7 +21,7 @@ from adaserve.broker.codec import encode
 from adaserve.broker.events import BatchDeadLettered
 from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import SCHEMA_VERSION, Result, Timings
-from adaserve.workers.execute import BatchOutcome, Columns, ItemOutcome, WireRow
+from adaserve.workers.execute import BatchOutcome, Columns, ItemOutcome
 from adaserve.workers.lmstats import lm_stats
 from adaserve.workers.wire import AnyBatch, items_of
 
@@ -71,13 +71,7 @@ def _result(batch: AnyBatch, item: Any, out: ItemOutcome, started_ms: float, fin
     """One request's ``result`` entry and its timing for the batch event."""
     ok = out.status == "completed"
     started = started_ms if ok else fin
-    sub = item.submitted_ms
-    # A request forwarded from an earlier part of a split model already ran for prior_ms:
-    # its exec time is the whole model's, and that time is not queueing.
-    prior = item.prior_exec_ms
-    queue_ms = started - sub - prior if started > sub + prior else 0.0
-    exec_ms = out.exec_ms + prior
-    total_ms = fin - sub if fin > sub else 0.0
+    queue_ms, exec_ms, total_ms = _times(item, started, fin, out.exec_ms)
     exit_ = out.exit if out.exit is not None or not ok else batch.plan.exit
     own = {
         "job_id": item.job_id, "request_id": item.request_id, "app": item.app, "status": out.status,
@@ -98,6 +92,15 @@ def _result(batch: AnyBatch, item: Any, out: ItemOutcome, started_ms: float, fin
     return _MAP16 + shared + packb(own)[1:], timing
 
 
+def _times(item: Any, started: float, fin: float, exec_ms: float) -> tuple[float, float, float]:
+    """A request's queueing, execution and total ms. A request forwarded from an earlier part of
+    a split model already ran for ``prior_exec_ms``: its exec time is the whole model's, and that
+    time is not queueing."""
+    sub, prior = item.submitted_ms, item.prior_exec_ms
+    return (started - sub - prior if started > sub + prior else 0.0, exec_ms + prior,
+            fin - sub if fin > sub else 0.0)
+
+
 def finished_columns(
     batch: AnyBatch, outcome: BatchOutcome, cols: Columns, *, worker: str, pool: str, device: str,
 ) -> tuple[list[Packed], dict[tuple[str, str], bytes], bytes]:
@@ -115,11 +118,7 @@ def finished_columns(
     def result_of(i: int) -> bytes:
         if not shared:
             shared.append(_shared(batch, worker, packb))
-        row = ItemOutcome("completed", prediction=cols.predictions[i], confidence=cols.confidences[i],
-                          exit=cols.exits[i], exec_ms=cols.exec_ms[i],
-                          outputs={k: WireRow(str(v.dtype), list(v.shape[1:]), v[i].tobytes())
-                                   for k, v in cols.outputs.items()})
-        return _result(batch, items[i], row, started, fin, shared[0], packb)[0]
+        return _result(batch, items[i], outcome.items[i], started, fin, shared[0], packb)[0]
 
     plan = batch.plan.model_dump(mode="python")
     default_exit = batch.plan.exit
@@ -131,10 +130,9 @@ def finished_columns(
         groups.setdefault((item.job_id, item.reply_to), []).append(i)
         packed.append(Packed(item.job_id, item.request_id, "completed", item.reply_to,
                              build=partial(result_of, i)))
-        sub, prior = item.submitted_ms, item.prior_exec_ms
+        queue_ms, exec_ms, total_ms = _times(item, started, fin, cols.exec_ms[i])
         timings.append({"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
-                        "status": "completed", "queue_ms": started - sub - prior if started > sub + prior else 0.0,
-                        "exec_ms": cols.exec_ms[i] + prior, "total_ms": fin - sub if fin > sub else 0.0,
+                        "status": "completed", "queue_ms": queue_ms, "exec_ms": exec_ms, "total_ms": total_ms,
                         "exit": exits[i], "confidence": cols.confidences[i]})
     entries: dict[tuple[str, str], bytes] = {}
     for key, idx in groups.items():
@@ -157,7 +155,7 @@ def finished_columns(
             "exit": exits if whole else [exits[i] for i in idx],
             "outputs": {k: _stacked(v if whole else v[idx]) for k, v in cols.outputs.items()},
             "timings": {"submitted_ms": sub, "dispatched_ms": batch.dispatched_ms, "started_ms": started,
-                        "finished_ms": fin, "total_ms": fin - sub if fin > sub else 0.0,
+                        "finished_ms": fin, "total_ms": timings[idx[0]]["total_ms"],
                         "queue_ms": [timings[i]["queue_ms"] for i in idx],
                         "exec_ms": [timings[i]["exec_ms"] for i in idx]},
         })

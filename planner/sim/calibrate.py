@@ -56,6 +56,7 @@ MAX_SAMPLES = 4096  # samples kept per distribution, evenly spaced
 # Ingress delays are kept one per job up to this many: the simulator then replays the run's own
 # jobs with their own delays, so the jobs the planner read in one burst arrive together again.
 MAX_JOBS = 65536
+DRAIN_SPAN_MS = 100  # the spans admission control measures its drain rate over (``Overload.span_s``)
 
 
 class Calibration(BaseModel):
@@ -213,7 +214,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        batch_run_ms=_ordered(np.asarray(sent_at) - lags[0][0]) if lags else [],
                        submitted_run_ms=[round(sub - lags[0][0], 3) for sub, _ in lags] if len(lags) <= MAX_JOBS else [],
                        drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [],
-                       drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=100)
+                       drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=DRAIN_SPAN_MS)
                        if lags else [],
                        heard_ms=heard, heard_run_ms=heard_at)
 

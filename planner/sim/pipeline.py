@@ -42,7 +42,7 @@ import numpy as np
 from adaserve.broker.events import HEARD_SPAN_MS
 from adaserve.planner.core import Pending, Scheduler, batch_feedback
 from adaserve.planner.overload import Overload
-from adaserve.planner.sim.calibrate import Calibration
+from adaserve.planner.sim.calibrate import DRAIN_SPAN_MS, Calibration
 from adaserve.planner.sim.engine import SimResult
 from adaserve.planner.state import WAIT_HALF_LIFE_MS, Ewma, RecentFloor
 
@@ -131,7 +131,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     if overload is not None:
         if cal.drained_spans:
             for at_ms, done in cal.drained_spans:
-                overload.finished(model, done, (at_ms + 50) / 1000.0)
+                overload.finished(model, done, (at_ms + DRAIN_SPAN_MS / 2) / 1000.0)
         else:
             for sec, done in cal.drained:
                 overload.finished_in_second(model, done, sec)
