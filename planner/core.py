@@ -158,5 +158,10 @@ class Scheduler(ABC):
         the live planner stores on the server. Default: none."""
         return None
 
+    def diagnose(self) -> dict[str, object]:
+        """What the policy believes that can hold batches back (a latency model's prediction for
+        a batch of one), for the planner's stall report. Default: nothing."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional, nothing to release by default
         """Release what the policy holds beyond its own state. Default: nothing to release."""

@@ -29,6 +29,9 @@ class EdfScheduler(Scheduler):
     def earliest_deadline(self) -> float | None:
         return self._q.earliest()
 
+    def diagnose(self) -> dict[str, object]:
+        return {"predict1_ms": round(self.latency.predict(1) * 1000.0, 3)}
+
     def expire(self, now: float) -> list[Pending]:
         return self._q.expire_before(now + self.latency.predict(1))
 

@@ -55,7 +55,13 @@ class Rls:
         self._scale += (abs(residual) - self._scale) * (self.SCALE_RATE if self.observations >= self.WARM
                                                          else 1.0 / (self.observations + 1))
         self.theta = self.theta + gain * residual
-        self._p = (self._p - np.outer(gain, pv)) / self._forget
+        p = (self._p - np.outer(gain, pv)) / self._forget
+        # Rounding leaves p a little asymmetric, and forgetting multiplies that asymmetry by
+        # 1/forget at every update while nothing shrinks it: after ~7,000 batches it was as large
+        # as the covariance itself, p had a negative eigenvalue, and the fit ran away from its data
+        # (live, EDF's prediction for a batch of one went 0.6 -> 52 ms within 40 batches that took
+        # 0.3-1 ms, then every request expired: docs/orloj.md). Kept symmetric, it stays positive.
+        self._p = 0.5 * (p + p.T)
         if self._p[0, 0] + self._p[1, 1] > self._max_var:  # the trace bounds every variance
             self._p = _clip_eigen(self._p, self._max_var)
         self.observations += 1

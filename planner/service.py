@@ -42,6 +42,7 @@ from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.pools import PoolView
 from adaserve.planner.profiles import fallback_profile
 from adaserve.planner.report import StateReport
+from adaserve.planner.stall import StallWatch
 from adaserve.planner.state import HeldJob
 
 __all__ = ["Planner"]
@@ -74,6 +75,7 @@ class Planner:
         self.clock = ServerClock()
         self._next_clock = self._next_touch = 0.0
         self._stalled = False
+        self.stall = StallWatch()
         self._pipe = self.r.pipeline(transaction=False)
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
         self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
@@ -185,10 +187,31 @@ class Planner:
             if not counted:
                 self.follow.refresh_inflight()
             self._stalled = not self._dispatch()
+            now = self.now_ms()
+            if not self._stalled:
+                self.stall.sent(now)
+            elif self.stall.due(now):
+                self._tell_stall(now)
+        else:
+            self.stall.idle(self.now_ms())
         self._scheduler_events()
         self._housekeeping()
         self._pipe.execute()
         self.follow.inflight.stamp(self.now_ms())
+
+    def _tell_stall(self, now_ms: float) -> None:
+        """One line of what decides dispatch, while requests wait and nothing goes out."""
+        pools = {v.name: {"slots": v.slots, "inflight": v.inflight, "wait_ms": round(self.follow.wait_ms(v.name, now_ms), 2),
+                          "floor_ms": round(self.follow.floor_ms(v.name, now_ms), 2)} for v in self.pools.views.values()}
+        models = {}
+        for m, s in self.scheds.items():
+            first = s.earliest_deadline()
+            models[m] = {"pending": len(s), "ahead_ms": round(self.follow.ahead_ms(m, now_ms), 2),
+                         "first_left_ms": None if first is None else round(first * 1000.0 - now_ms, 1),
+                         **s.diagnose()}
+        log.warning("no batch sent for %.0f ms while requests came in (held or expired): workers %d, pools %s, models %s, "
+                    "dispatched and not heard finished %d", self.stall.stalled_ms(now_ms), self.pools.workers, pools,
+                    models, len(self.follow.inflight.dispatched))
 
     def _pending(self) -> bool:
         return any(len(s) for s in self.scheds.values())

@@ -46,6 +46,9 @@ class NexusScheduler(Scheduler):
     def add(self, item: Pending, now: float) -> None:
         self._q.push(item)
 
+    def diagnose(self) -> dict[str, object]:
+        return {"predict1_ms": round(self.latency.predict(1) * 1000.0, 3)}
+
     def expire(self, now: float) -> list[Pending]:
         return self._q.expire_before(now + self.latency.predict(1))
 

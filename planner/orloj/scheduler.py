@@ -294,6 +294,10 @@ class OrlojScheduler(Scheduler):
         self._next_drop = float(q.drop_at[:q.high].min()) if q.high else math.inf
         return out
 
+    def diagnose(self) -> dict[str, object]:
+        # the batch latency fit: c0 + c1 * k * E[max] (c1 has no unit)
+        return {"c0_ms": round(self.fit.c0 * 1000.0, 3), "c1": round(self.fit.c1, 4)}
+
     def expire(self, now: float) -> list[Pending]:
         self._now = max(self._now, now)
         self._flush(now)

@@ -263,3 +263,29 @@ def test_a_slow_step_does_not_claim_back_the_entry_it_just_rejected(
     assert [(x.job_id, x.status) for x in results] == [("unknown", "rejected")]
     assert r.xpending(k.jobs, "planners")["pending"] == 0
     planner.close()
+
+
+def test_a_planner_whose_slots_never_free_says_what_holds_it(
+    r: redis.Redis[bytes], settings: Settings, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    peer = PeerWorker(settings, r)
+    peer.beat()  # a worker that announces two slots and never reads its batches
+    planner = Planner(settings, PlannerConfig(max_batch=1))
+    planner.stall.after_ms = 300.0
+    stop = threading.Event()
+    t = threading.Thread(target=planner.run, args=(stop,), daemon=True)
+    k = Keys(settings.namespace)
+    with caplog.at_level(logging.WARNING, logger="adaserve.planner"):
+        t.start()
+        streams.publish(r, k.jobs, encode(_job("held", n=4, deadline_ms=30_000)))
+        end = time.time() + 5.0
+        while time.time() < end and not any("no batch sent" in m for m in caplog.messages):
+            time.sleep(0.05)
+        stop.set()
+        t.join(5)
+    told = [m for m in caplog.messages if "no batch sent" in m]
+    assert told, caplog.messages
+    assert "'inflight': 2" in told[0] and "'slots': 2" in told[0] and "'pending': 2" in told[0]
+    assert "c0_ms" in told[0]  # the policy's own belief (ORLOJ's batch latency fit) is in the line
