@@ -38,9 +38,9 @@ class Ewma:
         """The mean, its excess over ``floor`` halving every ``half_life`` that passes without a
         new value. A mean raised by a stall, read while nothing is dispatched because of it, gets no
         value to lower it: while the pool's in-flight count stayed above zero, a planner could
-        expire every request at dispatch for the rest of its life (one suspect for the live runs at
-        0.000 in docs/orloj.md; this did not end them all). Batches that do finish keep it current:
-        every few ms under load."""
+        expire every request at dispatch for the rest of its life (suspected for the live runs at
+        0.000 in docs/orloj.md, which turned out to be the latency fit's; a guard all the same).
+        Batches that do finish keep it current: every few ms under load."""
         excess = self.value - floor
         if excess <= 0:
             return self.value
