@@ -106,13 +106,16 @@ def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_d
                            deadline_ms=opts.deadline_ms, seed=seed, max_batch=MAX_BATCH, data_dir=data_dir)
 
 
-def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 3.0, target: float = 0.95,
+def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 5.0, steady_s: float = 2.0, target: float = 0.95,
              lo_rps: float = 250.0, hi_rps: float = 16_000.0, steps: int = 7) -> tuple[float, str | None]:
     """The highest offered rate (requests/s) at which EDF finishes ``target`` of the requests within
     ``deadline_ms``, by bisection on a log scale. Throughput under an unbounded backlog would not
     do: every batch is then the largest, which no deadline-bound load sees, and offered far too
-    much EDF finishes almost nothing on time. The search's ceiling is far above this machine's
-    capacity: at 4,000 requests/s it clamped the capacity once the serving path got cheaper.
+    much EDF finishes almost nothing on time. A probe is also judged by the requests due after its
+    first ``steady_s``: a rate a little above the capacity builds its backlog slowly, and the
+    probe's first seconds, served from empty queues, hide it. The search's ceiling is far above
+    this machine's capacity: at 4,000 requests/s it clamped the capacity once the serving path got
+    cheaper.
     Also returns where the search was clamped: ``"ceiling"`` when every probe passed (the
     capacity is only known to be at least that), ``"floor"`` when none did (a busy machine), else
     None."""
@@ -121,7 +124,8 @@ def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 3
         mid = (lo_rps * hi_rps) ** 0.5
         opts = load_options(model=model, rate=mid / REQUESTS_PER_JOB, duration_s=seconds,
                             requests_per_job=REQUESTS_PER_JOB, deadline_ms=deadline_ms, seed=99, grace_s=3.0)
-        if run_load(stack.settings, opts, progress=False).finish_rate >= target:
+        got = run_load(stack.settings, opts, progress=False, steady_from_s=steady_s)
+        if min(got.finish_rate, got.steady_finish_rate if got.steady_finish_rate is not None else 0.0) >= target:
             lo_rps, passed = mid, passed + 1
         else:
             hi_rps, failed = mid, failed + 1

@@ -98,9 +98,10 @@ def schedule(opts: LoadOptions) -> np.ndarray:
 
 def run_load(
     settings: Settings, opts: LoadOptions, *, inputs: InputSource | None = None,
-    limits: Limits | None = None, progress: bool = True,
+    limits: Limits | None = None, progress: bool = True, steady_from_s: float | None = None,
 ) -> LoadSummary:
-    """Send the run, wait ``grace_s`` for stragglers, and summarise it per request."""
+    """Send the run, wait ``grace_s`` for stragglers, and summarise it per request; with
+    ``steady_from_s``, also the finish rate of the jobs due from that second of the run on."""
     offsets = schedule(opts)
     n_jobs = len(offsets)
     pool_n = max(1, min(POOL, n_jobs * opts.requests_per_job))
@@ -112,6 +113,7 @@ def run_load(
     bar = _Bar(n_jobs) if progress else None
     k = 0  # next input of the pool
     kind, generation = opts.request_kind, opts.generation()
+    steady: set[str] = set()  # the jobs due from ``steady_from_s`` on
     t0 = time.monotonic()
     last_done = t0
     with Client(settings, limits=limits, read_block_ms=50) as client, (bar or nullcontext()):
@@ -120,11 +122,13 @@ def run_load(
             due = int(np.searchsorted(offsets, time.monotonic() - t0, side="right"))
             if due > sent:
                 jobs = []
-                for _ in range(sent, due):
+                for at in offsets[sent:due].tolist():
                     idx = [(k + j) % len(pool) for j in range(opts.requests_per_job)]
                     k += opts.requests_per_job
                     job = make_job(opts.model, [pool[i] for i in idx], opts.deadline_ms, min_accuracy=opts.min_accuracy,
                                    app=opts.app, run=opts.run, limits=client.limits, kind=kind, generation=generation)
+                    if steady_from_s is not None and at >= steady_from_s:
+                        steady.add(job.id)
                     if labels is not None and pool_labels is not None:
                         for req, i in zip(job.requests, idx):
                             labels[(job.id, req.id)] = int(pool_labels[i])
@@ -144,6 +148,7 @@ def run_load(
         collected, run=opts.run, model=opts.model, pattern=opts.pattern, jobs=n_jobs,
         submitted=n_jobs * opts.requests_per_job, duration_s=opts.duration_s,
         elapsed_s=last_done - t0, deadline_ms=opts.deadline_ms, labels=labels,
+        steady=None if steady_from_s is None else (steady, len(steady) * opts.requests_per_job),
     )
 
 

@@ -53,6 +53,25 @@ def test_requests_without_result_are_unfinished_and_others_counted(settings: Set
     assert s.reasons == ({"expired": firsts.count(1)} if firsts.count(1) else {})
 
 
+def test_the_steady_window_holds_the_jobs_due_in_it(settings: Settings, r, standin) -> None:
+    # a stand-in that answers the first 10 jobs' requests only: the window from 0.1 s (jobs 11-30
+    # of a constant 100 jobs/s) finished none of its requests
+    answered: set[str] = set()
+
+    def respond(job, req):
+        if job.id in answered or len(answered) < 10:
+            answered.add(job.id)
+            return ("completed", 0)
+        return ("silent", None)
+
+    standin(respond)
+    opts = load_options(rate=100, duration_s=0.3, requests_per_job=2, pattern="constant", grace_s=0.5)
+    s = run_load(settings, opts, inputs=labelled, progress=False, steady_from_s=0.1)
+    assert s.finish_rate == pytest.approx(20 / 60)
+    assert s.steady_finish_rate == 0.0
+    assert run_load(settings, opts, inputs=labelled, progress=False).steady_finish_rate is None
+
+
 def test_schedule_follows_the_pattern() -> None:
     assert len(schedule(load_options(rate=10, duration_s=2, pattern="constant"))) == 20
     a = schedule(load_options(rate=50, duration_s=20, pattern="trace", trace="code"))

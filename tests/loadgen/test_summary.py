@@ -36,6 +36,18 @@ def test_summary_counts_rates_and_accuracy() -> None:
     assert s.reasons == {"deadline": 1, "unknown_model": 1}
 
 
+def test_the_steady_window_counts_only_the_jobs_submitted_in_it() -> None:
+    early = job("e", res("e", "0", "completed", 10), res("e", "1", "completed", 10))
+    later = job("l", res("l", "0", "completed", 10), res("l", "1", "completed", 150))
+    kw = dict(run="r", model="m", pattern="constant", jobs=3, submitted=6, duration_s=3.0, elapsed_s=3.0,
+              deadline_ms=100)
+    # 4 requests were due in the window: the later job's 2 plus those of a job with no result
+    s = summarize([early, later], steady=({"l", "lost"}, 4), **kw)  # type: ignore[arg-type]
+    assert s.finish_rate == pytest.approx(3 / 6)
+    assert s.steady_finish_rate == pytest.approx(1 / 4)
+    assert summarize([early, later], **kw).steady_finish_rate is None  # type: ignore[arg-type]
+
+
 def test_summary_of_nothing() -> None:
     s = summarize([], run="r", model="m", pattern="poisson", jobs=0, submitted=0, duration_s=1.0,
                   elapsed_s=0.0, deadline_ms=100)
