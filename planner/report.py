@@ -26,6 +26,8 @@ class StateReport:
         self._ms: list[float] = []
         self._count = 0
         self._heard: dict[int, list[float]] = {}  # span (finish ms // HEARD_SPAN_MS) -> lags
+        self._steps: list[float] = []  # busy ms of the steps that sent a batch
+        self._step_count = 0
         self._next = 0.0
 
     @staticmethod
@@ -44,6 +46,12 @@ class StateReport:
         if len(lags) < MAX_SAMPLES:
             lags.append(max(now_ms - finished_ms, 0.0))
 
+    def stepped(self, busy_ms: float) -> None:
+        """A loop step that sent a batch was busy ``busy_ms`` (its blocking reads left out)."""
+        self._step_count += 1
+        if len(self._steps) < MAX_SAMPLES:
+            self._steps.append(max(busy_ms, 0.0))
+
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
@@ -52,13 +60,15 @@ class StateReport:
         self._next = time.monotonic() + self.interval_s
         ms, count = sorted(self._ms), self._count
         spans = sorted(self._heard.items())[-HEARD_MAX_SPANS:]
-        self._ms, self._count, self._heard = [], 0, {}
+        steps, step_count = sorted(self._steps), self._step_count
+        self._ms, self._count, self._heard, self._steps, self._step_count = [], 0, {}, [], 0
         return PlannerState(
             ts=now_ms, planner=self.planner, pending={m: len(s) for m, s in scheds.items()}, held_jobs=held_jobs,
             decisions=count, decision_p50_ms=_rank(ms, 0.50), decision_p99_ms=_rank(ms, 0.99),
             decision_max_ms=ms[-1] if ms else None,
             heard=[HeardSpan(at_ms=span * HEARD_SPAN_MS, batches=len(lags), quantiles_ms=_quantiles(sorted(lags)))
                    for span, lags in spans],
+            steps=step_count, step_quantiles_ms=_quantiles(steps) if steps else [],
         )
 
 

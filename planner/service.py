@@ -75,6 +75,7 @@ class Planner:
         self.clock = ServerClock()
         self._next_clock = self._next_touch = 0.0
         self._stalled = False
+        self._blocked_s = 0.0  # the current step's seconds in blocking reads
         self.stall = StallWatch()
         self._pipe = self.r.pipeline(transaction=False)
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
@@ -168,27 +169,29 @@ class Planner:
             sched.close()
 
     def step(self) -> None:
+        started, self._blocked_s = time.perf_counter(), 0.0
         self.pools.refresh(self.now_ms())
         counted = self.pools.workers > 0  # the ingress read below also brings the pools' in-flight counts
         if not counted:
             # No worker to plan for: leave jobs in the stream rather than reject them as unknown.
-            self.follow.read(200, self.scheds)
+            self._follow_blocking(200)
         elif self._pending() and not any(v.free > 0 for v in self.pools.views.values()):
             # Only a finished batch (a telemetry event) can free a slot.
-            self.follow.read(20, self.scheds)
+            self._follow_blocking(20)
             self._read_ingress(block_ms=None, read=False)
         else:
             # Pending work that no scheduler released last time (MOSEL's jobs wait for their first
             # monitor pass) is worth a short wait on ingress instead of a busy loop.
             idle = self.settings.block_ms if not self._pending() else (2 if self._stalled else None)
             self._read_ingress(block_ms=idle, read=True)
-        self._stalled = False
+        self._stalled = sent = False
         if self._pending():
             if not counted:
                 self.follow.refresh_inflight()
-            self._stalled = not self._dispatch()
+            sent = self._dispatch()
+            self._stalled = not sent
             now = self.now_ms()
-            if not self._stalled:
+            if sent:
                 self.stall.sent(now)
             elif self.stall.due(now):
                 self._tell_stall(now)
@@ -198,6 +201,13 @@ class Planner:
         self._housekeeping()
         self._pipe.execute()
         self.follow.inflight.stamp(self.now_ms())
+        if sent:  # how soon the loop can send again: what the pipeline simulator gates dispatch by
+            self.report.stepped((time.perf_counter() - started - self._blocked_s) * 1000.0)
+
+    def _follow_blocking(self, block_ms: int) -> None:
+        t = time.perf_counter()
+        self.follow.read(block_ms, self.scheds)
+        self._blocked_s += time.perf_counter() - t
 
     def _tell_stall(self, now_ms: float) -> None:
         """One line of what decides dispatch, while requests wait and nothing goes out."""
@@ -220,8 +230,11 @@ class Planner:
     def _read_ingress(self, block_ms: int | None, *, read: bool) -> None:
         """New jobs admitted; the telemetry since the last read (with ``read``) and the pools'
         in-flight counts come back on the round trip that registers the jobs."""
+        t = time.perf_counter()
         entries = streams.read_group(self.r, [self.keys.jobs], PLANNER_GROUP, self.consumer,
                                      count=self.config.read_count, block_ms=block_ms)
+        if block_ms is not None:  # a wait for work is not work (a non-blocking read's round trip is)
+            self._blocked_s += time.perf_counter() - t
         later: list[Callable[[], None]] = []  # applied once the jobs are held, as when they were two reads
 
         def also(p: redis.client.Pipeline[bytes]) -> Callable[[list[Any]], None]:

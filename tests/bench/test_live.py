@@ -87,6 +87,9 @@ def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.M
     # the live planner reported how late it heard of the run's finishes, and the bench kept it
     cal = Calibration.load(saved)
     assert cal.heard_ms and len(cal.heard_ms) == len(cal.heard_run_ms) and min(cal.heard_ms) >= 0.0
+    # and how long its steps that sent a batch were busy (50 jobs at 50/s rarely pile up, so the
+    # acceptances alone would not have given the step)
+    assert cal.step_ordered and len(cal.step_ms) >= 20 and 0.0 <= min(cal.step_ms) <= max(cal.step_ms) < 100.0
     again = CliRunner().invoke(main_app, ["sim", "--calibration", str(saved), "--policy", "edf", "--rate", "50",
                                           "--duration", "1", "-k", "4", "--deadline-ms", "100", "--seed", "0", "--json"])
     assert again.exit_code == 0, again.output

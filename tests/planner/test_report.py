@@ -25,3 +25,14 @@ def test_a_report_keeps_the_latest_spans_within_its_bound() -> None:
         rep.heard(100.0 * span, 100.0 * span + 2)
     spans = rep.take(0.0, {}, 0).heard
     assert len(spans) == HEARD_MAX_SPANS and spans[-1].at_ms == 100.0 * (HEARD_MAX_SPANS + 9)
+
+
+def test_busy_steps_are_counted_with_their_quantiles() -> None:
+    rep = StateReport("p", 1.0)
+    for ms in (0.5, 1.0, 2.0, 3.0, 9.0, -0.1):  # a clock step back is not a negative busy time
+        rep.stepped(ms)
+    state = rep.take(0.0, {}, 0)
+    assert state.steps == 6 and state.step_quantiles_ms == [0.0, 0.5, 2.0, 3.0, 9.0]
+    assert PlannerState.model_validate(state.model_dump()) == state
+    nothing = rep.take(1.0, {}, 0)
+    assert nothing.steps == 0 and nothing.step_quantiles_ms == []

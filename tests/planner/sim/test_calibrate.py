@@ -53,6 +53,19 @@ def test_how_late_the_planner_heard_of_finishes_is_kept_per_span(synthetic_run: 
     assert Calibration.model_validate_json(cal.model_dump_json()) == cal
 
 
+def test_the_planners_busy_steps_come_from_its_reports_when_it_gave_them(synthetic_run: list[object]) -> None:
+    inferred = calibrate(synthetic_run)  # no report says: the step is inferred from acceptances
+    reports = [PlannerState(ts=1150.0, planner="p", steps=30, step_quantiles_ms=[0.2, 0.4, 0.5, 0.8, 3.0]),
+               PlannerState(ts=1050.0, planner="p", steps=3, step_quantiles_ms=[1.0, 1.0, 1.0, 1.0, 1.0]),
+               PlannerState(ts=1250.0, planner="p", steps=0)]
+    cal = calibrate([*synthetic_run, *reports])
+    assert cal.step_ordered and len(cal.step_ms) == 33 and cal.step_ms != inferred.step_ms
+    assert cal.step_ms[:3] == [1.0, 1.0, 1.0]  # in run order: the report at 1050 first
+    assert cal.step_ms[3] == 0.2 and cal.step_ms[-1] == 3.0 and sorted(cal.step_ms[3:]) == cal.step_ms[3:]
+    few = calibrate([*synthetic_run, PlannerState(ts=1150.0, planner="p", steps=5, step_quantiles_ms=[1.0] * 5)])
+    assert few.step_ms == inferred.step_ms  # too few measured steps to stand for the run
+
+
 def test_a_job_is_read_no_later_than_the_jobs_after_it(synthetic_run: list[object]) -> None:
     # One planner reads the stream in order: a job stamped 30 ms after it landed, followed by one
     # the planner read 11 ms after the first landed, was read then too (its stamp came later).
