@@ -78,3 +78,19 @@ def expand(body: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in body.items() if k not in ("jobs", "inputs")}
     out["items"] = items
     return out
+
+
+def heads(body: dict[str, Any]) -> list[Any]:
+    """Best effort, for a batch that cannot be read whole: the per-request fields its columnar map
+    still names (each job's fields and one request id), without inputs; what does not look like a
+    job map is skipped. A per-request map's ``items`` as they are."""
+    if not is_columnar(body):
+        items = body.get("items")
+        return items if isinstance(items, list) else []
+    jobs = body.get("jobs")
+    out: list[Any] = []
+    for job in jobs if isinstance(jobs, list) else []:
+        if isinstance(job, dict) and isinstance(job.get("request_ids"), list):
+            shared = {k: v for k, v in job.items() if k != "request_ids"}
+            out += [{**shared, "request_id": rid} for rid in job["request_ids"]]
+    return out
