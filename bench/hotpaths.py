@@ -5,6 +5,8 @@ to see one by one. This times each on the same real job (``--model``, ``--batch`
 held-out inputs), in CPU time, repeats interleaved so that the machine's load reaches every piece
 alike; the figures are medians (and min-max) over repeats, in µs per request:
 
+* ``job_submit``: the SDK building the job from the arrays and checking it into the bytes it
+  XADDs (``make_job``, ``encode_checked``);
 * ``job_decode``: the planner's admission of the job's bytes (unpack and validate: it stays);
 * ``batch_build``, ``batch_build_columns``: the planner building the batch of the job's requests,
   in the per-request form (``items``) and in the columnar one (what it sends for alike requests);
@@ -39,12 +41,13 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     from adaserve.broker.codec import decode, encode, encode_map, results_entry, unpack
     from adaserve.broker.messages import Batch, Job, Plan, Result, Timings
     from adaserve.broker.replies import read_reply_maps
+    from adaserve.broker.settings import default_limits
     from adaserve.broker.tensors import Tensor
     from adaserve.models.datasets import sample_inputs
     from adaserve.planner.core import Pending
     from adaserve.planner.dispatch import build_batch
     from adaserve.planner.state import HeldJob
-    from adaserve.producers import make_job
+    from adaserve.producers import encode_checked, make_job
     from adaserve.producers.tracking import Tracked
     from adaserve.workers.execute import BatchOutcome, ColumnItems, Columns
     from adaserve.workers.inputs import gather, gather_stacked, signature, targets
@@ -111,7 +114,13 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
             return t.result.results if build else t.result
         return run
 
+    lim = default_limits()
+
+    def submit() -> bytes:
+        return encode_checked(make_job(model, list(inputs), 60_000.0), lim, reply_to="c1")
+
     return {
+        "job_submit": submit,
         "job_decode": lambda: decode(job_raw, expect=Job),
         "batch_build": lambda: build_batch(model, pending, 1.0, Plan(), columnar=False),
         "batch_build_columns": lambda: build_batch(model, pending, 1.0, Plan()),
