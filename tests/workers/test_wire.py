@@ -71,6 +71,12 @@ def _body() -> dict[str, Any]:
     return msgpack.unpackb(_built(), raw=False)
 
 
+def _changed(body: dict[str, Any], key: str, at: int | str, change: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``change`` merged into ``body[key][at]``."""
+    body[key][at] = {**body[key][at], **change}
+    return body
+
+
 def _broken() -> list[dict[str, Any]]:
     out = []
     for change in ({"v": 2}, {"type": "job"}, {"items": "x"}, {"extra": 1}, {"plan": {"variant": 3}}):
@@ -80,9 +86,7 @@ def _broken() -> list[dict[str, Any]]:
                    {"inputs": {"a": {"dtype": "complex64", "shape": [1], "data": b"12345678"}}},
                    {"inputs": {"a": {"dtype": "float32", "shape": [-1], "data": b""}}},
                    {"inputs": {"a": {"dtype": "float32", "shape": [1 << 21], "data": b""}}}):
-        body = _body()
-        body["items"][0] = {**body["items"][0], **change}
-        out.append(body)
+        out.append(_changed(_body(), "items", 0, change))
     body = _body()
     del body["items"][1]["deadline_ms"]
     out.append(body)
@@ -134,14 +138,10 @@ def _columnar_broken() -> list[dict[str, Any]]:
     out = [{**body(), "extra": 1}, {**body(), "jobs": "x"}, {**body(), "jobs": []}, {**body(), "inputs": []}]
     for change in ({"job_id": None}, {"unknown": 1}, {"submitted_ms": "x"}, {"request_ids": [1, "a"]},
                    {"request_ids": "ab"}, {"job_accuracy": "high"}):
-        b = body()
-        b["jobs"][0] = {**b["jobs"][0], **change}
-        out.append(b)
+        out.append(_changed(body(), "jobs", 0, change))
     for change in ({"shape": [3, 3]}, {"shape": [4, -1]}, {"shape": [4, 1 << 21]}, {"dtype": "complex64"},
                    {"data": b"x" * 7}, {"data": b"x" * 24}, {"extra": 1}, {"shape": [4] + [1] * 9}):
-        b = body()
-        b["inputs"]["audio"] = {**b["inputs"]["audio"], **change}
-        out.append(b)
+        out.append(_changed(body(), "inputs", "audio", change))
     b = body()
     del b["jobs"][1]["deadline_ms"]
     out.append(b)
