@@ -5,10 +5,16 @@ to see one by one. This times each on the same real job (``--model``, ``--batch`
 held-out inputs), in CPU time, repeats interleaved so that the machine's load reaches every piece
 alike; the figures are medians (and min-max) over repeats, in µs per request:
 
+* ``job_submit``: the SDK building the job from the arrays and checking it into the bytes it
+  XADDs (``make_job``, ``encode_checked``);
 * ``job_decode``: the planner's admission of the job's bytes (unpack and validate: it stays);
-* ``batch_unpack``, ``batch_decode``, ``batch_read``: a worker reading the planner's batch map —
-  msgpack alone, into the pydantic ``Batch``, and into ``workers.wire``'s light types (what
-  workers do);
+* ``batch_build``, ``batch_build_columns``: the planner building the batch of the job's requests,
+  in the per-request form (``items``) and in the columnar one (what it sends for alike requests);
+* ``batch_unpack``, ``batch_decode``, ``batch_read``: a worker reading the planner's per-request
+  batch map — msgpack alone, into the pydantic ``Batch``, and into ``workers.wire``'s light types;
+  ``batch_read_columns``: the same batch in the columnar form, read as workers do;
+* ``inputs_gather``, ``inputs_gather_columns``: the executor's signature check and stacking of the
+  batch's inputs into the runner's arrays, from per-request tensors and from the stacked ones;
 * ``results_collect``, ``results_validate``: the SDK filing a job's ``results`` entry and counting
   its completions (``JobResult`` built from the maps), then also building its ``Result`` objects;
 * ``worker_rows``, ``worker_columns``: a worker turning the runner's answers for the batch (ten
@@ -35,13 +41,18 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     from adaserve.broker.codec import decode, encode, encode_map, results_entry, unpack
     from adaserve.broker.messages import Batch, Job, Plan, Result, Timings
     from adaserve.broker.replies import read_reply_maps
+    from adaserve.broker.settings import default_limits
     from adaserve.broker.tensors import Tensor
     from adaserve.models.datasets import sample_inputs
-    from adaserve.producers import make_job
+    from adaserve.planner.core import Pending
+    from adaserve.planner.dispatch import build_batch
+    from adaserve.planner.state import HeldJob
+    from adaserve.producers import encode_checked, make_job
     from adaserve.producers.tracking import Tracked
     from adaserve.workers.execute import BatchOutcome, ColumnItems, Columns
+    from adaserve.workers.inputs import gather, gather_stacked, signature, targets
     from adaserve.workers.results import finished, finished_columns
-    from adaserve.workers.wire import read_batch
+    from adaserve.workers.wire import WireBatch, read_batch
 
     inputs, _ = sample_inputs(model, batch, seed=0)
     job = make_job(model, list(inputs), 60_000.0, reply_to="c1")
@@ -59,6 +70,19 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     reply_raw = results_entry(job.id, [encode(x) for x in results])
     ids = tuple(r.id for r in job.requests)
     wire = read_batch(batch_raw)
+    held = HeldJob(job, "1-0", 1.0, len(job.requests))
+    pending = [Pending(job.id, r.id, job.app, model, 0.0, 1.0, payload=(held, r)) for r in job.requests]
+    columns_batch = build_batch(model, pending, 1.0, Plan())[1]
+    wire_columns = read_batch(columns_batch)
+    names = tuple(job.requests[0].inputs)
+
+    def stack(b: WireBatch) -> object:
+        sig = signature(b.items[0].inputs, names)  # type: ignore[arg-type]
+        if b.stacked is not None:
+            return gather_stacked(b.stacked, len(b.items), sig, targets(sig, None))  # type: ignore[arg-type]
+        sigs = {signature(it.inputs, names) for it in b.items}  # type: ignore[arg-type]
+        assert sigs == {sig}
+        return gather([it.inputs for it in b.items], sig, targets(sig, None))  # type: ignore[misc]
     n = len(ids)
     answers = np.random.default_rng(0).random((n, 10), dtype=np.float32)  # the runner's output for the batch
 
@@ -90,11 +114,22 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
             return t.result.results if build else t.result
         return run
 
+    lim = default_limits()
+
+    def submit() -> bytes:
+        return encode_checked(make_job(model, list(inputs), 60_000.0), lim, reply_to="c1")
+
     return {
+        "job_submit": submit,
         "job_decode": lambda: decode(job_raw, expect=Job),
+        "batch_build": lambda: build_batch(model, pending, 1.0, Plan(), columnar=False),
+        "batch_build_columns": lambda: build_batch(model, pending, 1.0, Plan()),
         "batch_unpack": lambda: unpack(batch_raw),
         "batch_decode": lambda: decode(batch_raw, expect=Batch),
         "batch_read": lambda: read_batch(batch_raw),
+        "batch_read_columns": lambda: read_batch(columns_batch),
+        "inputs_gather": lambda: stack(wire),
+        "inputs_gather_columns": lambda: stack(wire_columns),
         "results_collect": collect(False),
         "results_validate": collect(True),
         "worker_rows": rows,

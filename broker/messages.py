@@ -6,10 +6,11 @@ Each stream entry has one field ``m``: a msgpack map ``{"v": 1, "type": <type>, 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from adaserve.broker.batchform import expand, is_columnar
 from adaserve.broker.tensors import Tensor, limits_of
 from adaserve.broker.violations import over_limit
 
@@ -162,6 +163,12 @@ class Batch(_Wire):
     plan: Plan
     items: list[BatchItem]
     dispatched_ms: float
+
+    # The columnar form on the wire (``batchform``) is read as the per-request one it stands for.
+    @model_validator(mode="before")
+    @classmethod
+    def _columns(cls, v: Any) -> Any:
+        return expand(v) if isinstance(v, dict) and is_columnar(v) else v
 
 
 class Timings(_Wire):

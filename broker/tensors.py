@@ -55,6 +55,15 @@ def check_wire(v: dict[str, Any], lim: Limits) -> None:
         raise ValueError(f"data holds {len(data)} bytes, shape and dtype need {n * _ITEMSIZE[dtype]}")
 
 
+def wire_of(array: np.ndarray) -> dict[str, Any]:
+    """An array's wire map, unvalidated: little-endian, C order."""
+    a = np.ascontiguousarray(array)
+    dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+    a = a.astype(dt, copy=False)
+    # the name from a table: str(dtype) costs more than the rest of this together
+    return {"dtype": _NAMES.get(a.dtype) or str(a.dtype), "shape": list(a.shape), "data": a.tobytes()}
+
+
 class Tensor(BaseModel):
     # Unknown keys are a producer's mistake (a misspelt ``dtype`` would otherwise be ignored).
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -76,12 +85,8 @@ class Tensor(BaseModel):
 
     @classmethod
     def from_numpy(cls, array: np.ndarray) -> Tensor:
-        a = np.ascontiguousarray(array)
-        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
-        a = a.astype(dt, copy=False)
-        # the name from a table: str(dtype) costs more than the rest of this together
-        name = _NAMES.get(a.dtype) or str(a.dtype)
-        return cls.model_construct(dtype=name, shape=a.shape, data=a.tobytes())
+        w = wire_of(array)
+        return cls.model_construct(dtype=w["dtype"], shape=tuple(w["shape"]), data=w["data"])
 
     def to_numpy(self) -> np.ndarray:
         dt = _LITTLE.get(self.dtype) or np.dtype(self.dtype).newbyteorder("<")

@@ -12,27 +12,71 @@ from adaserve.planner.core import Pending
 from adaserve.planner.state import HeldJob
 
 
-def build_batch(model: str, items: list[Pending], now_ms: float, plan: Plan) -> tuple[str, bytes]:
+def build_batch(model: str, items: list[Pending], now_ms: float, plan: Plan, *,
+                columnar: bool = True) -> tuple[str, bytes]:
     """A batch's id and wire bytes, the map built directly: the requests' tensors were validated
     at admission, and building a ``BatchItem`` per request and dumping it again cost more of the
-    planner than the decision itself. ``tests/planner/test_dispatch.py`` holds the map to the
-    ``Batch`` schema."""
-    out: list[dict[str, object]] = []
-    for p in items:
-        held: HeldJob = p.payload[0]
-        req: Request = p.payload[1]
-        job = held.job
-        out.append({
-            "job_id": p.job_id, "request_id": p.request_id, "app": p.app, "reply_to": job.reply_to,
-            "run": job.run, "inputs": {k: {"dtype": t.dtype, "shape": t.shape, "data": t.data}
-                                       for k, t in req.inputs.items()},
-            "submitted_ms": held.submitted_ms, "deadline_ms": held.submitted_ms + job.slo.deadline_ms,
-            "kind": req.kind, "generation": None if req.generation is None else req.generation.model_dump(),
-            "job_accuracy": held.accuracy, "prior_exec_ms": 0.0,
-        })
+    planner than the decision itself. The columnar form (``broker/batchform.py``) when every
+    request is a forward request with the same inputs, dtypes and shapes, as a model's requests
+    almost always are; the per-request form otherwise. ``tests/planner/test_dispatch.py`` holds
+    both maps to the ``Batch`` schema; ``columnar=False`` forces the per-request form (benches)."""
     bid = uuid.uuid4().hex
-    return bid, encode_map({"v": 1, "type": "batch", "id": bid, "model": model, "plan": plan.model_dump(mode="python"),
-                            "items": out, "dispatched_ms": now_ms})
+    head = {"v": 1, "type": "batch", "id": bid, "model": model, "plan": plan.model_dump(mode="python")}
+    cols = _columns(items) if columnar else None
+    body = {**head, **cols} if cols is not None else {**head, "items": [_item(p) for p in items]}
+    body["dispatched_ms"] = now_ms
+    return bid, encode_map(body)
+
+
+def _item(p: Pending) -> dict[str, object]:
+    held: HeldJob = p.payload[0]
+    req: Request = p.payload[1]
+    job = held.job
+    return {
+        "job_id": p.job_id, "request_id": p.request_id, "app": p.app, "reply_to": job.reply_to,
+        "run": job.run, "inputs": {k: {"dtype": t.dtype, "shape": t.shape, "data": t.data}
+                                   for k, t in req.inputs.items()},
+        "submitted_ms": held.submitted_ms, "deadline_ms": held.submitted_ms + job.slo.deadline_ms,
+        "kind": req.kind, "generation": None if req.generation is None else req.generation.model_dump(),
+        "job_accuracy": held.accuracy, "prior_exec_ms": 0.0,
+    }
+
+
+def _columns(items: list[Pending]) -> dict[str, object] | None:
+    """``jobs`` and ``inputs`` of the columnar form, rows grouped by job in the order the jobs
+    first appear; None when the requests differ in kind, inputs, dtype or shape. The requests'
+    bytes are joined as they came: the planner never decodes what it only forwards."""
+    if not items:
+        return None
+    by_job: dict[int, tuple[HeldJob, list[Request]]] = {}
+    first: Request = items[0].payload[1]
+    sig = [(k, t.dtype, t.shape) for k, t in first.inputs.items()]
+    for p in items:
+        req: Request = p.payload[1]
+        if req.kind != "forward" or req.generation is not None or len(req.inputs) != len(sig):
+            return None
+        for k, dtype, shape in sig:
+            t = req.inputs.get(k)
+            if t is None or t.dtype != dtype or t.shape != shape:
+                return None
+        held: HeldJob = p.payload[0]
+        got = by_job.get(id(held))
+        if got is None:
+            by_job[id(held)] = (held, [req])
+        else:
+            got[1].append(req)
+    jobs: list[dict[str, object]] = []
+    order: list[Request] = []
+    for held, reqs in by_job.values():
+        job = held.job
+        jobs.append({"job_id": job.id, "app": job.app, "reply_to": job.reply_to, "run": job.run,
+                     "submitted_ms": held.submitted_ms, "deadline_ms": held.submitted_ms + job.slo.deadline_ms,
+                     "job_accuracy": held.accuracy, "request_ids": [r.id for r in reqs]})
+        order.extend(reqs)
+    n = len(order)
+    inputs = {k: {"dtype": dtype, "shape": [n, *shape], "data": b"".join([r.inputs[k].data for r in order])}
+              for k, dtype, shape in sig}
+    return {"jobs": jobs, "inputs": inputs}
 
 
 def build_batches(model: str, items: list[Pending], now_ms: float, plan: Plan,

@@ -391,16 +391,19 @@ class Planner:
         model = decision.model or model  # the concrete model a policy chose (HELIOS, for a family)
         plan, choice = self._plan(model, pool, decision, now_ms)
         for batch_id, raw, part in build_batches(model, items, now_ms, plan, self.limits.max_message_bytes):
-            self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen,
-                            approximate=True)
             view = self.pools.views.get(pool)
             self.follow.inflight.add(batch_id, pool, now_ms, busy=view is not None and view.inflight > 0)
             extra: dict[str, object] = {}
             if self.heft is not None and choice is not None:
                 extra = dict(self.heft.dispatched(batch_id, model, choice, len(part)))
                 extra["rate_batch"] = self.heft.placer.sizes.get(model, (0.0, 0.0, self.config.max_batch))[2]
+            # The event goes first: a pipeline's later commands can reach the server after a worker
+            # has already run the batch and written its batch.finished (a preempted planner between
+            # two writes of a large pipeline), and readers of telemetry expect dispatched first.
             self._event("batch.dispatched", batch_id=batch_id, pool=pool, model=model, variant=plan.variant,
                         size=len(part), predicted_ms=predicted_s * 1000.0, **extra)
+            self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen,
+                            approximate=True)
         for p in items:
             held: HeldJob = p.payload[0]
             if not held.planned:

@@ -89,9 +89,7 @@ class Client:
         prepared: list[tuple[Tracked, bytes]] = []
         seen: set[str] = set()
         for job in jobs:
-            if job.reply_to != self.client_id:
-                job = job.model_copy(update={"reply_to": self.client_id})
-            raw = encode_checked(job, self.limits)
+            raw = encode_checked(job, self.limits, reply_to=self.client_id)
             if job.id in seen:
                 raise InvalidMessage("schema", f"job id {job.id!r} appears twice in one submission")
             seen.add(job.id)

@@ -21,10 +21,10 @@ from adaserve.broker.errors import InvalidMessage, ModelLoadError, ModelNotFound
 from adaserve.broker.messages import BatchItem
 from adaserve.broker.tensors import Tensor
 from adaserve.workers.generate import Prompt, pack, prompt_of
-from adaserve.workers.inputs import InputError, Signature, gather, signature, targets
+from adaserve.workers.inputs import InputError, Signature, gather, gather_stacked, signature, targets
 from adaserve.workers.runners import RunnerCache
 from adaserve.workers.runtime.base import GenerativeRunner, Runner, RunOutput
-from adaserve.workers.wire import AnyBatch, WireTensor, items_of
+from adaserve.workers.wire import AnyBatch, WireBatch, WireTensor, items_of
 
 # Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
 # InvalidArgument among them); anything else is the runtime's own fault.
@@ -174,11 +174,19 @@ class Executor:
         names = tuple(runner.inputs)
         specs = loaded.specs
         groups: dict[Signature, list[int]] = {}
-        for i, item in enumerate(items_of(batch)):
+        stacked = batch.stacked if isinstance(batch, WireBatch) else None
+        if stacked is not None:  # the columnar form: one signature for all, checked once
             try:
-                groups.setdefault(signature(_tensors(item.inputs), names), []).append(i)
+                groups[signature(_tensors(items_of(batch)[0].inputs), names)] = list(range(n))
             except InputError as exc:
-                items[i] = ItemOutcome("failed", f"bad_input: {exc}")
+                for i in range(n):
+                    items[i] = ItemOutcome("failed", f"bad_input: {exc}")
+        else:
+            for i, item in enumerate(items_of(batch)):
+                try:
+                    groups.setdefault(signature(_tensors(item.inputs), names), []).append(i)
+                except InputError as exc:
+                    items[i] = ItemOutcome("failed", f"bad_input: {exc}")
         started = self._clock.now_ms()
         exec_s = 0.0
         # One group holding every request, nothing passed on to a next part: its answers may stay
@@ -191,7 +199,10 @@ class Executor:
                 for i in idx:
                     items[i] = ItemOutcome("failed", f"bad_input: {exc}")
                 continue
-            arrays = gather([_tensors(items_of(batch)[i].inputs) for i in idx], sig, target)
+            if stacked is not None:
+                arrays = gather_stacked(_tensors(stacked), n, sig, target)
+            else:
+                arrays = gather([_tensors(items_of(batch)[i].inputs) for i in idx], sig, target)
             got = self._run_group(runner, arrays, idx, items, keep, columns=whole)
             if isinstance(got, Columns):
                 finished = self._clock.now_ms()

@@ -79,3 +79,16 @@ def gather(rows: Sequence[Mapping[str, Tensor]], sig: Signature, target: Mapping
         arr = np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<")).reshape((len(rows), *shape))
         out[name] = arr if arr.dtype == np.dtype(want) else arr.astype(want)
     return out
+
+
+def gather_stacked(stacked: Mapping[str, Tensor], n: int, sig: Signature,
+                   target: Mapping[str, Spec]) -> dict[str, np.ndarray]:
+    """``gather`` for a batch whose inputs came stacked (the columnar form): one array per input
+    from its one buffer, copied once so that it is writable as ``gather``'s are."""
+    out: dict[str, np.ndarray] = {}
+    for name, dtype, _ in sig:
+        shape, want = target[name]
+        buf = bytearray(stacked[name].data)
+        arr = np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<")).reshape((n, *shape))
+        out[name] = arr if arr.dtype == np.dtype(want) else arr.astype(want)
+    return out

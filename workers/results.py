@@ -17,6 +17,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from adaserve.broker.batchform import heads
 from adaserve.broker.codec import encode
 from adaserve.broker.events import BatchDeadLettered
 from adaserve.broker.finalize import Packed
@@ -181,11 +182,11 @@ def failed_from_raw(body: dict[str, Any], reason: str, *, worker: str, now_ms: f
     the fate of their requests instead of waiting for a timeout; the rest is only dead-lettered.
     """
     out: list[tuple[Result, str]] = []
-    items = body.get("items")
+    items = heads(body)  # either form: a columnar map's jobs name their requests
     raw_model = body.get("model")
     model = raw_model if isinstance(raw_model, str) else ""
     seen: set[tuple[str, str]] = set()
-    for it in items if isinstance(items, list) else []:
+    for it in items:
         if not isinstance(it, dict):
             continue
         job, rid, reply = it.get("job_id"), it.get("request_id"), it.get("reply_to")

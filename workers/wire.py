@@ -10,16 +10,22 @@ batch, is still a pydantic ``Plan``. ``tests/workers/test_wire.py`` holds these 
 ``Batch`` and ``BatchItem`` (their fields and defaults) and ``read_batch`` to ``decode`` on
 valid and broken maps, so the two forms cannot drift apart. ``full()`` gives the pydantic
 ``Batch`` for the rare paths that copy one (a split model's forward).
+
+A batch in the columnar form (``broker/batchform.py``) is read without a map per request: each
+input's stacked tensor is checked once (its rows' shape, dtype and size, the element limit per
+row) and kept as ``WireBatch.stacked``, which the executor turns into one array per input; each
+request's ``inputs`` are views of its row, cut only if something reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from adaserve.broker.batchform import COLUMN_KEYS, is_columnar, row_bytes, rows_of
 from adaserve.broker.codec import decode, unpack
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.messages import SCHEMA_VERSION, Batch, BatchItem, Generation, Plan
@@ -27,6 +33,7 @@ from adaserve.broker.settings import ALL_DTYPES, Limits, default_limits
 
 _LITTLE: dict[str, np.dtype[Any]] = {}
 _BATCH_KEYS = frozenset({"v", "type", "id", "model", "plan", "items", "dispatched_ms"})
+_FORMS = (_BATCH_KEYS, COLUMN_KEYS)
 
 
 @dataclass(slots=True)
@@ -52,7 +59,7 @@ class WireItem:
     request_id: str
     app: str
     reply_to: str
-    inputs: dict[str, WireTensor]
+    inputs: Mapping[str, WireTensor]
     submitted_ms: float
     deadline_ms: float
     run: str = ""
@@ -74,6 +81,8 @@ class WireBatch:
     items: list[WireItem]
     dispatched_ms: float
     body: dict[str, Any]
+    # The columnar form's inputs, one tensor of shape [n, ...] each (rows: ``items`` in order).
+    stacked: dict[str, WireTensor] | None = None
 
     def full(self) -> Batch:
         """The pydantic ``Batch`` of the same map (validated: it passed the same checks)."""
@@ -102,14 +111,19 @@ def read_batch(raw: bytes, limits: Limits | None = None) -> WireBatch:
     lim = default_limits() if limits is None else limits
     body = unpack(raw, lim)
     try:
-        if body["v"] != SCHEMA_VERSION or body["type"] != "batch" or not body.keys() <= _BATCH_KEYS:
+        columnar = is_columnar(body)
+        if body["v"] != SCHEMA_VERSION or body["type"] != "batch" or not body.keys() <= _FORMS[columnar]:
             raise ValueError("not a version 1 batch")
         plan = Plan.model_validate(body["plan"], context={"limits": lim})
-        items = [_item(it, lim) for it in body["items"]]
+        stacked = None
+        if columnar:
+            items, stacked = _columns(body, lim)
+        else:
+            items = [_item(it, lim) for it in body["items"]]
         bid, model = body["id"], body["model"]
         if type(bid) is not str or type(model) is not str:
             raise ValueError("not a batch")
-        return WireBatch(bid, model, plan, items, _num(body["dispatched_ms"]), body)
+        return WireBatch(bid, model, plan, items, _num(body["dispatched_ms"]), body, stacked)
     except (KeyError, TypeError, ValueError, AttributeError):
         pass
     decode(raw, lim, expect=Batch)  # raises with the reason
@@ -138,12 +152,68 @@ def _num(v: object) -> float:
 
 def _tensor(t: dict[str, Any], lim: Limits) -> WireTensor:
     dtype, shape, data = t["dtype"], tuple(t["shape"]), t["data"]
+    n = _elements(shape)
+    if len(t) != 3 or type(data) is not bytes or n > lim.max_tensor_elements or len(data) != n * _ITEMSIZE[dtype] \
+            or dtype not in lim.allowed_dtypes:
+        raise ValueError("not a tensor map")
+    return WireTensor(dtype, shape, data)
+
+
+class RowInputs(Mapping[str, WireTensor]):
+    """Request ``j``'s inputs in a columnar batch: its row of each stacked tensor, cut on access."""
+
+    __slots__ = ("_j", "_n", "_stacked")
+
+    def __init__(self, stacked: dict[str, WireTensor], j: int, n: int) -> None:
+        self._stacked, self._j, self._n = stacked, j, n
+
+    def __getitem__(self, name: str) -> WireTensor:
+        t = self._stacked[name]
+        step = len(t.data) // self._n
+        return WireTensor(t.dtype, t.shape[1:], t.data[self._j * step:(self._j + 1) * step])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stacked)
+
+    def __len__(self) -> int:
+        return len(self._stacked)
+
+
+def _columns(body: dict[str, Any], lim: Limits) -> tuple[list[WireItem], dict[str, WireTensor]]:
+    """A columnar batch's items and stacked inputs, every check of the per-request form made once
+    per input (per row: the shape, the dtype, the size, the element limit) or once per job."""
+    jobs = body["jobs"]
+    n = rows_of(jobs)
+    if n < 1 or type(body["inputs"]) is not dict:
+        raise ValueError("not a columnar batch")
+    stacked: dict[str, WireTensor] = {}
+    for name, t in body["inputs"].items():
+        step = row_bytes(t, n)
+        dtype, shape = t["dtype"], tuple(t["shape"])
+        row = _elements(shape[1:])
+        if len(shape) > 9 or row > lim.max_tensor_elements or step != row * _ITEMSIZE[dtype] \
+                or dtype not in lim.allowed_dtypes:
+            raise ValueError("not a stacked tensor map")
+        stacked[name] = WireTensor(dtype, shape, t["data"])
+    items: list[WireItem] = []
+    for job in jobs:
+        jid, app, reply, run = job["job_id"], job["app"], job["reply_to"], job.get("run", "")
+        if not (type(jid) is type(app) is type(reply) is type(run) is str):
+            raise ValueError("not a job of a batch")
+        sub, dl, acc = _num(job["submitted_ms"]), _num(job["deadline_ms"]), job.get("job_accuracy")
+        acc = None if acc is None else _num(acc)
+        for rid in job["request_ids"]:
+            if type(rid) is not str:
+                raise ValueError("not a request id")
+            items.append(WireItem(jid, rid, app, reply, RowInputs(stacked, len(items), n), sub, dl, run,
+                                  job_accuracy=acc))
+    return items, stacked
+
+
+def _elements(shape: tuple[Any, ...]) -> int:
     n = 1
     for d in shape:
         if type(d) is not int or d < 0:
             raise ValueError("not a shape")
         n *= d
-    if len(t) != 3 or type(data) is not bytes or n > lim.max_tensor_elements or len(data) != n * _ITEMSIZE[dtype] \
-            or dtype not in lim.allowed_dtypes:
-        raise ValueError("not a tensor map")
-    return WireTensor(dtype, shape, data)
+    return n

@@ -4,10 +4,13 @@ internal form cannot drift from the documented one)."""
 
 from __future__ import annotations
 
+import msgpack
 import numpy as np
+import pytest
 
 from adaserve.broker import Tensor
-from adaserve.broker.codec import decode
+from adaserve.broker.batchform import COLUMN_KEYS, JOB_KEYS
+from adaserve.broker.codec import decode, encode_map
 from adaserve.broker.messages import Batch, Generation, Job, Placement, Plan, Request, Slo
 from adaserve.planner.core import Pending
 from adaserve.planner.dispatch import build_batch, build_batches
@@ -48,3 +51,40 @@ def test_a_batch_past_the_message_limit_is_cut_into_batches_that_fit_and_keep_ev
     assert [it.request_id for it in got] == [f"r{i}" for i in range(10)]
     assert [float(it.inputs["x"].to_numpy()[0, 0, 0]) for it in got] == [float(i) for i in range(10)]
     assert build_batches("m", items, 1003.0, Plan(), 1 << 23)[0][2] == items  # fits: one batch, untouched
+
+
+def _pending(reqs: list[Request], job_id: str = "j") -> list[Pending]:
+    job = Job(id=job_id, model="m", requests=reqs, slo=Slo(deadline_ms=250.0), reply_to="c")
+    held = HeldJob(job, "1-0", 1000.0, len(reqs))
+    return [Pending(job_id, r.id, "default", "m", 1.0, 1.25, payload=(held, r)) for r in reqs]
+
+
+def _req(i: int, x: np.ndarray, **kw: object) -> Request:
+    return Request(id=f"r{i}", inputs={"x": Tensor.from_numpy(x)}, **kw)  # type: ignore[arg-type]
+
+
+def test_alike_forward_requests_go_columnar_with_the_documented_keys_and_their_bytes_joined() -> None:
+    a = _pending([_req(i, np.full(3, i, np.float32)) for i in range(3)], "ja")
+    b = _pending([_req(i + 3, np.full(3, i + 3, np.float32)) for i in range(2)], "jb")
+    items = [a[0], b[0], a[1], b[1], a[2]]
+    body = msgpack.unpackb(build_batch("m", items, 1003.0, Plan())[1], raw=False)
+    assert set(body) == COLUMN_KEYS and all(set(j) == JOB_KEYS for j in body["jobs"])
+    assert [j["request_ids"] for j in body["jobs"]] == [["r0", "r1", "r2"], ["r3", "r4"]]
+    x = body["inputs"]["x"]
+    assert x["shape"] == [5, 3] and x["data"] == np.repeat(np.arange(5, dtype=np.float32), 3).tobytes()
+    assert [it.request_id for it in decode(encode_map(body), expect=Batch).items] == ["r0", "r1", "r2", "r3", "r4"]
+
+
+@pytest.mark.parametrize("odd", [
+    _req(9, np.zeros(4, np.float32)),  # another shape
+    _req(9, np.zeros(3, np.float64)),  # another dtype
+    Request(id="r9", inputs={"y": Tensor.from_numpy(np.zeros(3, np.float32))}),  # another input
+    Request(id="r9", inputs={"x": Tensor.from_numpy(np.zeros(3, np.float32)),
+                             "y": Tensor.from_numpy(np.zeros(3, np.float32))}),  # one more input
+    _req(9, np.zeros(3, np.float32), kind="generate"),
+])
+def test_a_batch_with_an_unlike_request_keeps_the_per_request_form(odd: Request) -> None:
+    items = _pending([_req(0, np.zeros(3, np.float32)), odd])
+    body = msgpack.unpackb(build_batch("m", items, 1003.0, Plan())[1], raw=False)
+    assert "jobs" not in body and [it["request_id"] for it in body["items"]] == ["r0", "r9"]
+    assert decode(encode_map(body), expect=Batch).items[1].inputs.keys() == odd.inputs.keys()

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from adaserve.broker import ServerClock, Tensor
+from adaserve.broker.codec import encode_map
 from adaserve.broker.errors import ModelLoadError, ModelNotFound
 from adaserve.broker.messages import Batch, BatchItem, Plan
 from adaserve.workers import Executor, RunnerCache
 from adaserve.workers.runtime.base import Runner, RunOutput
+from adaserve.workers.wire import WireBatch, read_batch
 
 
 class Doubler(Runner):
@@ -239,3 +241,40 @@ def test_columns_do_not_share_a_runtime_s_reused_output_buffer() -> None:
     ex.run(_batch(np.array([5, 5], np.int64), np.array([5, 5], np.int64)))
     assert first.columns is not None
     np.testing.assert_array_equal(first.columns.outputs["twice"], [[2, 4], [6, 8]])
+
+
+def _wire(batch: Batch, columnar: bool) -> WireBatch:
+    """``batch`` as a worker reads it off the wire, in the columnar form or the per-request one."""
+    body = batch.model_dump(mode="python")
+    if columnar:
+        items = body.pop("items")
+        body["jobs"] = [{k: v for k, v in items[0].items() if k not in ("request_id", "inputs", "kind", "generation",
+                                                                         "prior_exec_ms")}
+                        | {"request_ids": [it["request_id"] for it in items]}]
+        body["inputs"] = {name: {"dtype": t["dtype"], "shape": [len(items), *t["shape"]],
+                                 "data": b"".join(it["inputs"][name]["data"] for it in items)}
+                          for name, t in items[0]["inputs"].items()}
+    for it in body.get("items", []):
+        for t in it["inputs"].values():
+            t["shape"] = list(t["shape"])
+    return read_batch(encode_map(body))
+
+
+def test_a_columnar_batch_runs_as_one_stacked_group_with_the_per_request_form_s_answers() -> None:
+    batch = _batch(np.array([1, 2], np.int64), np.array([3, 4], np.int64), np.array([5, 6], np.int64))
+    runner = Doubler()
+    col, per = (_executor(runner).run(_wire(batch, c)) for c in (True, False))
+    assert _wire(batch, True).stacked is not None and _wire(batch, False).stacked is None
+    assert len(runner.calls) == 2 and runner.calls[0]["a"].flags.writeable
+    np.testing.assert_array_equal(runner.calls[0]["a"], runner.calls[1]["a"])
+    assert col.columns is not None and [i.prediction for i in col.items] == [i.prediction for i in per.items] == [3, 7, 11]
+    assert [i.outputs["twice"] for i in col.items] == [i.outputs["twice"] for i in per.items]
+
+
+def test_a_columnar_batch_without_the_runner_s_input_fails_every_request() -> None:
+    batch = _batch(np.array([1, 2], np.int64), np.array([3, 4], np.int64))
+    body = _wire(batch, True).body
+    body["inputs"] = {"b": body["inputs"]["a"]}
+    out = _executor(Doubler()).run(read_batch(encode_map(body)))
+    assert [i.status for i in out.items] == ["failed", "failed"]
+    assert all(i.reason.startswith("bad_input: missing input 'a'") for i in out.items)

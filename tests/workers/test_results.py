@@ -66,6 +66,19 @@ def test_failed_from_raw_keeps_only_addressable_items() -> None:
     assert failed_from_raw({"items": "nope"}, "x", worker="w", now_ms=1.0) == []
 
 
+def test_failed_from_raw_reads_the_requests_a_columnar_batch_names() -> None:
+    body = {"model": "m", "jobs": [
+        {"job_id": "j", "app": "a", "reply_to": "c", "submitted_ms": 5.0, "request_ids": ["r1", "r2", "bad id!"]},
+        {"job_id": "k", "reply_to": "d", "request_ids": "r3"},  # not a list: nothing to address
+        "junk",
+        {"job_id": "k", "reply_to": "d", "request_ids": ["r3"]},
+    ], "inputs": "broken"}
+    out = failed_from_raw(body, "schema: broken", worker="w", now_ms=10.0)
+    assert [(r.job_id, r.request_id, r.status, r.app, r.timings.total_ms, reply) for r, reply in out] == [
+        ("j", "r1", "failed", "a", 5.0, "c"), ("j", "r2", "failed", "a", 5.0, "c"),
+        ("k", "r3", "failed", "default", 0.0, "d")]
+
+
 def test_a_results_entry_reads_back_as_the_same_results_the_schema_gives() -> None:
     """A batch's share of one job, spliced into one ``results`` entry, reads back as the results
     each ``result`` map validates to."""

@@ -31,7 +31,7 @@ def test_the_light_types_have_the_wire_models_fields_and_defaults() -> None:
             for k, f in BatchItem.model_fields.items()}
     assert _fields(WireItem) == {k: dataclasses.MISSING if v is None and BatchItem.model_fields[k].is_required()
                                  else v for k, v in item.items()}
-    assert set(_fields(WireBatch)) - {"body"} == set(Batch.model_fields) - {"v", "type"}
+    assert set(_fields(WireBatch)) - {"body", "stacked"} == set(Batch.model_fields) - {"v", "type"}
     assert set(_fields(WireTensor)) == set(Tensor.model_fields)
 
 
@@ -71,6 +71,12 @@ def _body() -> dict[str, Any]:
     return msgpack.unpackb(_built(), raw=False)
 
 
+def _changed(body: dict[str, Any], key: str, at: int | str, change: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``change`` merged into ``body[key][at]``."""
+    body[key][at] = {**body[key][at], **change}
+    return body
+
+
 def _broken() -> list[dict[str, Any]]:
     out = []
     for change in ({"v": 2}, {"type": "job"}, {"items": "x"}, {"extra": 1}, {"plan": {"variant": 3}}):
@@ -80,9 +86,7 @@ def _broken() -> list[dict[str, Any]]:
                    {"inputs": {"a": {"dtype": "complex64", "shape": [1], "data": b"12345678"}}},
                    {"inputs": {"a": {"dtype": "float32", "shape": [-1], "data": b""}}},
                    {"inputs": {"a": {"dtype": "float32", "shape": [1 << 21], "data": b""}}}):
-        body = _body()
-        body["items"][0] = {**body["items"][0], **change}
-        out.append(body)
+        out.append(_changed(_body(), "items", 0, change))
     body = _body()
     del body["items"][1]["deadline_ms"]
     out.append(body)
@@ -97,3 +101,53 @@ def test_what_decode_refuses_is_refused_with_its_reason(body: dict[str, Any]) ->
     with pytest.raises(InvalidMessage) as got:
         read_batch(raw)
     assert (type(got.value), got.value.reason) == (type(want.value), want.value.reason)
+
+
+def _columnar() -> bytes:
+    """Two jobs whose forward requests interleave in the scheduler's order, every input alike."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    pend = []
+    for jid, acc in (("j1", 0.9), ("j2", None)):
+        reqs = [Request(id=f"{jid}r{i}", inputs={"audio": Tensor.from_numpy(x[i] + len(jid)),
+                                                 "mask": Tensor.from_numpy(np.array([i, 1], np.uint8))})
+                for i in range(2)]
+        job = Job(id=jid, app="shop", model="m", requests=reqs, slo=Slo(deadline_ms=250.0), reply_to="c" + jid,
+                  run="run1" if acc else "")
+        held = HeldJob(job, "1-0", 1000.0, 2, accuracy=acc)
+        pend.append([Pending(jid, r.id, "shop", "m", 1.0, 1.25, payload=(held, r)) for r in reqs])
+    items = [pend[0][0], pend[1][0], pend[0][1], pend[1][1]]
+    return build_batch("m", items, 1003.0, Plan())[1]
+
+
+def test_a_columnar_planner_batch_reads_as_decode_reads_it_and_as_one_buffer_per_input() -> None:
+    raw = _columnar()
+    body = msgpack.unpackb(raw, raw=False)
+    assert "items" not in body and [j["request_ids"] for j in body["jobs"]] == [["j1r0", "j1r1"], ["j2r0", "j2r1"]]
+    light, full = read_batch(raw), decode(raw, expect=Batch)
+    _same(light, full)
+    assert light.full() == full
+    assert light.stacked is not None and light.stacked["audio"].shape == (4, 3)
+    assert light.stacked["audio"].data == b"".join(it.inputs["audio"].data for it in full.items)
+    assert [it.job_accuracy for it in light.items] == [0.9, 0.9, None, None]
+
+
+def _columnar_broken() -> list[dict[str, Any]]:
+    def body() -> dict[str, Any]:
+        return msgpack.unpackb(_columnar(), raw=False)
+
+    out = [{**body(), "extra": 1}, {**body(), "jobs": "x"}, {**body(), "jobs": []}, {**body(), "inputs": []}]
+    for change in ({"job_id": None}, {"unknown": 1}, {"submitted_ms": "x"}, {"request_ids": [1, "a"]},
+                   {"request_ids": "ab"}, {"job_accuracy": "high"}):
+        out.append(_changed(body(), "jobs", 0, change))
+    for change in ({"shape": [3, 3]}, {"shape": [4, -1]}, {"shape": [4, 1 << 21]}, {"dtype": "complex64"},
+                   {"data": b"x" * 7}, {"data": b"x" * 24}, {"extra": 1}, {"shape": [4] + [1] * 9}):
+        out.append(_changed(body(), "inputs", "audio", change))
+    b = body()
+    del b["jobs"][1]["deadline_ms"]
+    out.append(b)
+    return out
+
+
+@pytest.mark.parametrize("body", _columnar_broken())
+def test_what_decode_refuses_of_a_columnar_batch_is_refused_with_its_reason(body: dict[str, Any]) -> None:
+    test_what_decode_refuses_is_refused_with_its_reason(body)
