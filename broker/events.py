@@ -223,9 +223,10 @@ class PlannerState(_Ev):
     decision_p99_ms: float | None = None
     decision_max_ms: float | None = None
     heard: list[HeardSpan] = Field(default_factory=list, max_length=HEARD_MAX_SPANS)
-    # Its loop steps that sent a batch: how many, and the quantiles (0, 25, 50, 75, 100 %) of the
-    # ms each was busy (its wall time less the blocking reads): how soon after sending a batch the
-    # planner can send the next, which the pipeline simulator replays. Empty in older reports.
+    # Its loop steps that sent a batch: how many, and the 10, 30, 50, 70 and 90 % quantiles of the
+    # ms each was busy (its wall time less the blocking reads), each standing for a fifth of them:
+    # how soon after sending a batch the planner can send the next, which the pipeline simulator
+    # replays. Empty in older reports.
     steps: int = Field(0, ge=0)
     step_quantiles_ms: list[float] = Field(default_factory=list, max_length=HEARD_QUANTILES)
 

@@ -18,6 +18,7 @@ __all__ = ["StateReport"]
 # Decisions kept per interval for the percentiles: past this the report says the count, and the
 # percentiles cover the first ones (a planner making 10k decisions a second is not short of data).
 MAX_SAMPLES = 10_000
+STEP_BANDS = (0.1, 0.3, 0.5, 0.7, 0.9)  # PlannerState.step_quantiles_ms
 
 
 class StateReport:
@@ -68,13 +69,21 @@ class StateReport:
             decision_max_ms=ms[-1] if ms else None,
             heard=[HeardSpan(at_ms=span * HEARD_SPAN_MS, batches=len(lags), quantiles_ms=_quantiles(sorted(lags)))
                    for span, lags in spans],
-            steps=step_count, step_quantiles_ms=_quantiles(steps) if steps else [],
+            steps=step_count, step_quantiles_ms=_bands(steps) if steps else [],
         )
 
 
 def _rank(ms: list[float], q: float) -> float | None:
     """Nearest-rank percentile of sorted values."""
     return ms[min(len(ms) - 1, int(q * len(ms)))] if ms else None
+
+
+def _bands(values: list[float]) -> list[float]:
+    """The 10, 30, 50, 70 and 90 % nearest-rank quantiles of sorted values (not empty): each
+    stands for a fifth of them. The minimum and maximum would not do for steps: a quarter of
+    the samples spread evenly up to the one 20-40 ms pause of a second put the simulated loop's
+    90th percentile at 5-20 ms against a median of 1.3-2."""
+    return [round(values[min(len(values) - 1, int(p * len(values)))], 3) for p in STEP_BANDS]
 
 
 def _quantiles(values: list[float]) -> list[float]:

@@ -253,14 +253,15 @@ def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int
 
 def _measured_steps(reports: list[PlannerState], per_report: int = 64, min_steps: int = 20) -> list[float]:
     """The busy times of the planner's steps that sent a batch, as its reports give them (each
-    report's quantiles spread over up to ``per_report`` samples), in run order."""
-    out: list[np.ndarray] = []
+    report's five quantiles stand for a fifth of its steps each, up to ``per_report`` samples),
+    in run order."""
+    out: list[float] = []
     for rep in sorted(reports, key=lambda r: r.ts):
         q = rep.step_quantiles_ms
         if rep.steps and q:
-            out.append(np.interp(np.linspace(0.0, len(q) - 1.0, min(rep.steps, per_report)), np.arange(len(q)), q))
-    busy = np.concatenate(out) if out else np.zeros(0)
-    return _ordered(busy) if busy.size >= min_steps else []
+            n = max(min(rep.steps, per_report) // len(q), 1)
+            out.extend(v for v in q for _ in range(n))
+    return _ordered(np.asarray(out)) if len(out) >= min_steps else []
 
 
 def _steps(accepted_ms: list[float], burst_gap_ms: float = 0.3, min_steps: int = 20) -> list[float]:

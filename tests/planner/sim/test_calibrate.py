@@ -59,9 +59,10 @@ def test_the_planners_busy_steps_come_from_its_reports_when_it_gave_them(synthet
                PlannerState(ts=1050.0, planner="p", steps=3, step_quantiles_ms=[1.0, 1.0, 1.0, 1.0, 1.0]),
                PlannerState(ts=1250.0, planner="p", steps=0)]
     cal = calibrate([*synthetic_run, *reports])
-    assert cal.step_ordered and len(cal.step_ms) == 33 and cal.step_ms != inferred.step_ms
-    assert cal.step_ms[:3] == [1.0, 1.0, 1.0]  # in run order: the report at 1050 first
-    assert cal.step_ms[3] == 0.2 and cal.step_ms[-1] == 3.0 and sorted(cal.step_ms[3:]) == cal.step_ms[3:]
+    # each quantile a fifth of the report's steps: 30 steps as 6 of each, 3 steps as 1 of each
+    assert cal.step_ordered and len(cal.step_ms) == 35 and cal.step_ms != inferred.step_ms
+    assert cal.step_ms[:5] == [1.0] * 5  # in run order: the report at 1050 first
+    assert cal.step_ms[5:] == [x for x in (0.2, 0.4, 0.5, 0.8, 3.0) for _ in range(6)]
     few = calibrate([*synthetic_run, PlannerState(ts=1150.0, planner="p", steps=5, step_quantiles_ms=[1.0] * 5)])
     assert few.step_ms == inferred.step_ms  # too few measured steps to stand for the run
 
