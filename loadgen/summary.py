@@ -39,7 +39,7 @@ class LoadSummary(BaseModel):
     generated_tokens: int | None = None
     tokens_per_s: float | None = None
     # With a steady window (``run_load(steady_from_s=...)``): the finish rate of the requests
-    # submitted from then on, once the queues the run started without have had time to build.
+    # due from then on, once the queues the run started without have had time to build.
     steady_finish_rate: float | None = None
 
 

@@ -42,7 +42,7 @@ from adaserve.planner.placement import parse_splits, place
 from adaserve.planner.pools import PoolView
 from adaserve.planner.profiles import fallback_profile
 from adaserve.planner.report import StateReport
-from adaserve.planner.stall import StallWatch
+from adaserve.planner.stall import StallWatch, describe
 from adaserve.planner.state import HeldJob
 
 __all__ = ["Planner"]
@@ -210,18 +210,8 @@ class Planner:
         self._blocked_s += time.perf_counter() - t
 
     def _tell_stall(self, now_ms: float) -> None:
-        """One line of what decides dispatch, while requests wait and nothing goes out."""
-        pools = {v.name: {"slots": v.slots, "inflight": v.inflight, "wait_ms": round(self.follow.wait_ms(v.name, now_ms), 2),
-                          "floor_ms": round(self.follow.floor_ms(v.name, now_ms), 2)} for v in self.pools.views.values()}
-        models = {}
-        for m, s in self.scheds.items():
-            first = s.earliest_deadline()
-            models[m] = {"pending": len(s), "ahead_ms": round(self.follow.ahead_ms(m, now_ms), 2),
-                         "first_left_ms": None if first is None else round(first * 1000.0 - now_ms, 1),
-                         **s.diagnose()}
-        log.warning("no batch sent for %.0f ms while requests came in (held or expired): workers %d, pools %s, models %s, "
-                    "dispatched and not heard finished %d", self.stall.stalled_ms(now_ms), self.pools.workers, pools,
-                    models, len(self.follow.inflight.dispatched))
+        log.warning("no batch sent for %.0f ms while requests came in (held or expired): %s",
+                    self.stall.stalled_ms(now_ms), describe(self.follow, self.scheds, now_ms))
 
     def _pending(self) -> bool:
         return any(len(s) for s in self.scheds.values())

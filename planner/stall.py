@@ -3,15 +3,22 @@
 Live runs of the benchmark found planners that stopped dispatching for the rest of their life while
 jobs kept arriving: every request then expired, and nothing in the logs said which of the
 planner's beliefs (no free slot, a pool's wait, a latency prediction) kept batches back. The
-watch notices "requests pending, pools known, no batch for ``after_ms``" and asks the shell for
-a line of the state that decides dispatch; it repeats at most every ``every_ms`` while it lasts.
+watch notices "requests pending, pools known, no batch for ``after_ms``" (repeating at most every
+``every_ms`` while it lasts), and ``describe`` gives the line of state that decides dispatch
+(found so: a latency fit that believed a batch of one took 38 ms, docs/orloj.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["StallWatch"]
+if TYPE_CHECKING:
+    from adaserve.planner.core import Scheduler
+    from adaserve.planner.follow import Follower
+
+__all__ = ["StallWatch", "describe"]
 
 
 @dataclass
@@ -44,3 +51,17 @@ class StallWatch:
     def stalled_ms(self, now_ms: float) -> float:
         start = self._pending_since if self._pending_since is not None else now_ms
         return now_ms - max(start, self._last_sent or start)
+
+
+def describe(follow: Follower, scheds: Mapping[str, Scheduler], now_ms: float) -> str:
+    """What decides dispatch now: each pool's slots, in-flight batches and waits; each model's
+    pending requests, time left to the most urgent and the policy's own belief."""
+    pools = {v.name: {"slots": v.slots, "inflight": v.inflight, "wait_ms": round(follow.wait_ms(v.name, now_ms), 2),
+                      "floor_ms": round(follow.floor_ms(v.name, now_ms), 2)} for v in follow.pools.views.values()}
+    models = {}
+    for m, s in scheds.items():
+        first = s.earliest_deadline()
+        models[m] = {"pending": len(s), "ahead_ms": round(follow.ahead_ms(m, now_ms), 2),
+                     "first_left_ms": None if first is None else round(first * 1000.0 - now_ms, 1), **s.diagnose()}
+    return (f"workers {follow.pools.workers}, pools {pools}, models {models}, "
+            f"dispatched and not heard finished {len(follow.inflight.dispatched)}")
