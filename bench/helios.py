@@ -79,7 +79,10 @@ def _best(rows: dict[str, dict[str, Any]], prefix: str, metric: str = "tokens_pe
 
 def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int, length: int, memory_mb: float,
               max_batch: int, seeds: int, repeats: int, progress: Any = None, family: str = "lm",
-              live_rates: tuple[float, ...] = (), tau: float | None = None, live_prompts: int = 0) -> dict[str, Any]:
+              live_rates: tuple[float, ...] = (), tau: float | None = None, live_prompts: int = 0,
+              measured_dir: Path | None = None, save_measured: Path | None = None) -> dict[str, Any]:
+    """``measured_dir``: replay the traces and costs saved there (``helios_saved``) instead of
+    measuring; ``save_measured``: save what this run measured there."""
     from dataclasses import asdict
 
     from adaserve.bench.helios_sim import candidate, simulate
@@ -93,14 +96,31 @@ def run_bench(data_dir: Path, *, models: tuple[str, ...], prompts: int, new: int
     texts = [p for _, p in stream]
     tasks = [t for t, _ in stream]
     shipped = manifests(data_dir)
-    traces, measured, cands = {}, {}, []
+    from adaserve.bench.helios_trace import Costs, Trace
+
+    traces: dict[str, Trace] = {}
+    measured: dict[str, Costs] = {}
+    cands = []
+    if measured_dir is not None:
+        from adaserve.bench.helios_saved import load as load_measured
+
+        traces, measured, saved_tasks = load_measured(measured_dir)
+        if saved_tasks != tasks or set(traces) != set(models):
+            raise ValueError(f"{measured_dir} holds another stream or other models ({sorted(traces)}): "
+                             "replay it with the --prompts, --length and --models it was measured with")
+        traces = {m: traces[m] for m in models}
     task = progress.add_task("measuring the candidates", total=len(models)) if progress else None
     for m in models:
-        traces[m] = trace(m, data_dir, texts, new, base.tau)
-        measured[m] = costs(m, data_dir, texts, new, repeats, tasks=tasks, tau=base.tau)
+        if measured_dir is None:
+            traces[m] = trace(m, data_dir, texts, new, base.tau)
+            measured[m] = costs(m, data_dir, texts, new, repeats, tasks=tasks, tau=base.tau)
         cands.append(candidate(measured[m], load_candidate(*shipped[m]), new=new))
         if progress:
             progress.advance(task)
+    if save_measured is not None:
+        from adaserve.bench.helios_saved import save as keep_measured
+
+        keep_measured(save_measured, traces, measured, tasks)
     # Loads relative to the most accurate model served whole in memory-sized batches.
     ref = min(cands, key=lambda c: c.at(c.max_depth).mean_perplexity())
     ref_fig = ref.at(ref.max_depth)
@@ -300,6 +320,10 @@ def register(bench_app: typer.Typer) -> None:
         seeds: int = typer.Option(3, min=1, help="Runs per load (different arrivals); medians reported."),
         repeats: int = typer.Option(5, min=1, help="Timings per measured cost (median)."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
+        measured: Path = typer.Option(None, "--measured", help="Replay the traces and costs saved in this "
+                                      "directory (by --save-measured) instead of measuring the models."),
+        save_measured: Path = typer.Option(None, "--save-measured", help="Save the traces and costs this run "
+                                           "measures in this directory (to replay decisions on them)."),
         live_rates: str = typer.Option("60,120", help="Prompts/s offered to the live pipeline at the near-saturation "
                                                       "and overload runs; the light run is a closed loop with one "
                                                       "prompt in flight (empty: no live runs)."),
@@ -320,7 +344,7 @@ def register(bench_app: typer.Typer) -> None:
             report = run_bench(settings.data_dir, models=names, prompts=prompts, new=new, length=length,
                                memory_mb=memory_mb, max_batch=max_batch, seeds=seeds, repeats=repeats,
                                progress=progress, family=family, tau=tau,
-                               live_prompts=live_prompts,
+                               live_prompts=live_prompts, measured_dir=measured, save_measured=save_measured,
                                live_rates=tuple(float(x) for x in live_rates.split(",") if x.strip()))
         report["plot"] = str(plot(report, plot_path))
         if json_out:
