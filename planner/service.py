@@ -196,7 +196,7 @@ class Planner:
             elif self.stall.due(now):
                 self._tell_stall(now)
         else:
-            self.stall.idle(self.now_ms())
+            self.stall.idle()
         self._scheduler_events()
         self._housekeeping()
         self._pipe.execute()

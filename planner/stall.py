@@ -32,7 +32,7 @@ class StallWatch:
     def sent(self, now_ms: float) -> None:
         self._last_sent, self._last_told = now_ms, None
 
-    def idle(self, now_ms: float) -> None:
+    def idle(self) -> None:
         """Nothing pending: a quiet planner is not a stalled one."""
         self._pending_since = self._last_told = None
 
@@ -40,8 +40,7 @@ class StallWatch:
         """Whether to report a stall now (requests are pending)."""
         if self._pending_since is None:
             self._pending_since = now_ms
-        since = max(self._pending_since, self._last_sent or self._pending_since)
-        if now_ms - since < self.after_ms:
+        if self.stalled_ms(now_ms) < self.after_ms:
             return False
         if self._last_told is not None and now_ms - self._last_told < self.every_ms:
             return False
@@ -49,8 +48,9 @@ class StallWatch:
         return True
 
     def stalled_ms(self, now_ms: float) -> float:
+        """Since requests began to wait or the last batch went out, whichever is later."""
         start = self._pending_since if self._pending_since is not None else now_ms
-        return now_ms - max(start, self._last_sent or start)
+        return now_ms - (start if self._last_sent is None else max(start, self._last_sent))
 
 
 def describe(follow: Follower, scheds: Mapping[str, Scheduler], now_ms: float) -> str:

@@ -17,7 +17,7 @@ def test_a_batch_sent_or_an_empty_queue_starts_the_count_again() -> None:
     w.sent(800.0)
     assert not w.due(1500.0)
     assert w.due(1800.0)
-    w.idle(1900.0)
+    w.idle()
     assert not w.due(2500.0)  # pending again from 2500
     assert not w.due(3400.0)
     assert w.due(3500.0)
