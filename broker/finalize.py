@@ -130,10 +130,7 @@ class Finalizer:
         ``entries`` holds, per ``(job id, reply_to)``, the entry that carries those requests
         whole (a worker's ``columns`` entry); a group without one goes as a ``results`` entry
         of the requests' own."""
-        groups: dict[tuple[str, str], list[Packed]] = {}
-        for p in items:
-            groups.setdefault((p.job_id, p.reply_to), []).append(p)
-        parts = list(groups.items())
+        parts = _by_job(items)
         got = self._call(parts, ack, event, whole=True, entries=entries or {})
         published = int(got[0])
         again = [parts[int(g) - 1] for g in got[1:]]
@@ -144,10 +141,39 @@ class Finalizer:
             published += int(done[0])
         return published
 
+    def queue_end(self, p: redis.client.Pipeline[bytes], endings: Sequence[Ending]) -> Callable[[Any], int]:
+        """``end`` queued on a caller's pipeline, so that it rides the round trip the caller makes
+        anyway (the planner's expiries, once per step), in order with the commands around it.
+        Returns what takes the script's reply from that pipeline's results and returns how many
+        results were new; requests of which some had already ended (a rebuilt planner's) are
+        finished by a direct call then.
+
+        The script travels whole (EVAL, not EVALSHA): a server that lost its scripts (a restart)
+        must not fail this call while the commands queued after it, its jobs' acks, succeed."""
+        parts = _by_job([Packed.of(e) for e in endings])
+        keys, args = self._args(parts, None, b"", whole=True, entries={})
+        p.eval(_LUA, len(keys), *keys, *args)
+
+        def take(reply: Any) -> int:
+            if isinstance(reply, Exception):
+                raise reply
+            published = int(reply[0])
+            again = [parts[int(g) - 1] for g in reply[1:]]
+            if again:
+                published += int(self._call(again, None, b"", whole=False, entries={})[0])
+            return published
+        return take
+
     def _call(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
               event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes]) -> list[Any]:
-        """One run of the script over ``groups``; with ``whole``, a job of several requests (or one
-        with an entry in ``entries``) goes as one entry only, else every request with its own."""
+        """One run of the script over ``groups``."""
+        keys, args = self._args(groups, ack, event, whole=whole, entries=entries)
+        return list(self._script(keys=keys, args=args))
+
+    def _args(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
+              event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes]) -> tuple[list[str], list[object]]:
+        """The script's keys and arguments for ``groups``; with ``whole``, a job of several requests
+        (or one with an entry in ``entries``) goes as one entry only, else every request with its own."""
         keys = [self._keys.telemetry, ack[0] if ack else self._keys.telemetry]
         args: list[object] = [
             ack[1] if ack else "", ack[2] if ack else "", self._settings.telemetry_maxlen,
@@ -164,7 +190,14 @@ class Finalizer:
                 args += [len(group), b""]
             for p in group:
                 args += [p.request_id, p.status, b"" if joined else p.encoded()]
-        return list(self._script(keys=keys, args=args))
+        return keys, args
+
+
+def _by_job(items: Sequence[Packed]) -> list[tuple[tuple[str, str], list[Packed]]]:
+    groups: dict[tuple[str, str], list[Packed]] = {}
+    for p in items:
+        groups.setdefault((p.job_id, p.reply_to), []).append(p)
+    return list(groups.items())
 
 
 _REGISTER = """

@@ -22,7 +22,7 @@ from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode, encode_map
 from adaserve.broker.connection import connect
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.finalize import Also, Finalizer
+from adaserve.broker.finalize import Also, Ending, Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
 from adaserve.broker.outage import Outage, is_transient
@@ -78,6 +78,9 @@ class Planner:
         self._blocked_s = 0.0  # the current step's seconds in blocking reads
         self.stall = StallWatch()
         self._pipe = self.r.pipeline(transaction=False)
+        # What a step expired, ended once at its end on the pipeline's round trip (``_end_expired``)
+        self._expiring: list[tuple[list[Pending], float]] = []
+        self._takers: list[tuple[int, Callable[[Any], int]]] = []  # script replies due from the pipeline
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
         self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
         self.report = StateReport(self.consumer, settings.heartbeat_s)
@@ -157,6 +160,8 @@ class Planner:
         first result only. The schedulers start again from the models' profiles; the pools'
         measured delays are kept."""
         self._pipe.reset()
+        self._expiring.clear()
+        self._takers.clear()
         self.close()
         self.scheds.clear()
         self.held.clear()
@@ -197,9 +202,10 @@ class Planner:
                 self._tell_stall(now)
         else:
             self.stall.idle()
+        self._end_expired()
         self._scheduler_events()
         self._housekeeping()
-        self._pipe.execute()
+        self._execute()
         self.follow.inflight.stamp(self.now_ms())
         if sent:  # how soon the loop can send again: what the pipeline simulator gates dispatch by
             self.report.stepped((time.perf_counter() - started - self._blocked_s) * 1000.0)
@@ -408,18 +414,47 @@ class Planner:
             self._event("placement.finished", **outcome_event(out))
 
     def _expire(self, items: list[Pending], now_ms: float) -> None:
-        if not items:
+        # A step can expire many times (before dispatch, then in each batch decision); each used to
+        # cost two round trips (the pipeline, then the script), which made a planner that fell
+        # behind expire more and fall further behind. They end together at the step's end.
+        if items:
+            self._expiring.append((items, now_ms))
+
+    def _end_expired(self) -> None:
+        """The step's expiries, queued after what the step queued before them (its jobs'
+        ``job.accepted``, earlier batches) and before their jobs' acks: an ack never reaches the
+        server ahead of the results it stands for."""
+        if not self._expiring:
             return
-        endings, by_job = expiries(items, now_ms, "deadline: cannot finish in time")
-        self._pipe.execute()  # results of earlier dispatches first, then the expiry script
-        self.follow.inflight.stamp(self.now_ms())
-        self.fin.end(endings)
+        endings: list[Ending] = []
+        by_job: dict[str, list[Pending]] = {}
+        for items, now_ms in self._expiring:
+            e, b = expiries(items, now_ms, "deadline: cannot finish in time")
+            endings += e
+            for job_id, ps in b.items():
+                by_job.setdefault(job_id, []).extend(ps)
+        self._expiring.clear()
+        self._takers.append((len(self._pipe), self.fin.queue_end(self._pipe, endings)))
         for job_id, ps in by_job.items():
             held: HeldJob = ps[0].payload[0]
             self._event("job.expired", job_id=job_id, app=held.job.app, run=held.job.run,
                         request_ids=[p.request_id for p in ps], reason="deadline")
             for _ in ps:
                 self._left(held)
+
+    def _execute(self) -> None:
+        """Run the pipeline; a queued script's error goes to its taker, any other raises."""
+        if not self._takers:
+            self._pipe.execute()
+            return
+        takers, self._takers = self._takers, []
+        replies = self._pipe.execute(raise_on_error=False)
+        for at, take in takers:
+            take(replies[at])
+        taken = {at for at, _ in takers}
+        error = next((x for i, x in enumerate(replies) if i not in taken and isinstance(x, Exception)), None)
+        if error is not None:
+            raise error
 
     def _left(self, held: HeldJob) -> None:
         held.undispatched -= 1
@@ -467,7 +502,7 @@ class Planner:
             # Acks queued this step (a rejected entry's, a finished job's) go out first: a slow step
             # could otherwise see its own just-rejected entry as idle and claim it back (a second
             # rejection for one job).
-            self._pipe.execute()
+            self._execute()
             self.intake.keep(self.consumer, [h.entry_id for h in self.held.values()])
             self._reclaim()
             self._trim()

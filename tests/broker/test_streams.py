@@ -217,3 +217,39 @@ def test_a_job_given_its_own_entry_goes_as_that_entry_and_a_redelivery_builds_ea
     assert [(x.job_id, x.request_id, x.status) for res in got for x in res] == [
         ("j2", "r0", "expired"), ("j2", "r1", "completed"), ("j2", "r2", "completed")]
     assert built == ["r0", "r1", "r2"]  # the second call sends every request's own entry
+
+
+def test_ends_queued_on_a_pipeline_go_in_order_and_survive_a_flushed_script_cache(
+    r: "redis.Redis[bytes]", settings: Settings,
+) -> None:
+    """The planner's expiries ride its pipeline: results before the commands queued after them,
+    no script cache needed, and a job some of whose requests had ended is finished by the taker."""
+    k = Keys(settings.namespace)
+    fin = Finalizer(r, settings)
+    fin.register(_job(3), "5-0", 5.0)
+    assert fin.end([_end("r0", "completed")]) == 1
+    r.script_flush()  # a restarted server: EVALSHA would fail here while the XADD after it succeeds
+    with r.pipeline(transaction=False) as p:
+        p.xadd(k.telemetry, {b"m": b"before"})
+        at = len(p)
+        take = fin.queue_end(p, [_end("r0", "expired"), _end("r1", "expired"), _end("r2", "expired")])
+        p.xadd(k.telemetry, {b"m": b"after"})
+        replies = p.execute(raise_on_error=False)
+    assert take(replies[at]) == 2  # r0 had ended: the others go one entry each, on a second call
+    results = [x for e in streams.read(r, {k.reply("c"): "0"}) for x in read_reply(e.raw)]
+    assert sorted((x.request_id, x.status) for x in results) == [("r0", "completed"), ("r1", "expired"), ("r2", "expired")]
+    assert r.hget(k.job("j"), "remaining") == b"0"
+    with r.pipeline(transaction=False) as p:
+        at = len(p)
+        take = fin.queue_end(p, [_end("r1", "failed")])
+        assert take(p.execute(raise_on_error=False)[at]) == 0  # ended already: nothing new
+
+
+def test_a_queued_end_reports_a_server_error_to_its_taker(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    fin = Finalizer(r, settings)
+    r.set(Keys(settings.namespace).job("j"), b"not a hash")
+    with r.pipeline(transaction=False) as p:
+        take = fin.queue_end(p, [_end("r0", "expired")])
+        replies = p.execute(raise_on_error=False)
+    with pytest.raises(redis.ResponseError):
+        take(replies[0])

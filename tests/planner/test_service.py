@@ -161,6 +161,39 @@ def test_infeasible_deadlines_expire_and_accounting_adds_up(
     assert totals == {"late": (3, 0, 3), "fine": (3, 3, 0)}
 
 
+def test_a_step_ends_all_its_expiries_with_one_script_call_before_their_acks(
+    r: redis.Redis[bytes], settings: Settings,
+) -> None:
+    """Expiries of two models in one step: one finaliser call on the step's round trip (each
+    expiry cost two round trips before, and a planner behind expired more and fell further behind)."""
+    k = Keys(settings.namespace)
+    two = {"m": SPEC["m"], "m2": SPEC["m"]}
+    hb = WorkerHeartbeat(ts=time.time() * 1000, worker="peer", pool="cpu", slots=2, models=["m", "m2"], inputs=two)
+    r.hset(k.workers, "peer", msgpack.packb(hb.model_dump()))
+    planner = Planner(settings, PlannerConfig(max_batch=8))
+    planner.start()
+    try:
+        planner.step()  # learns the pool
+        streams.publish(r, k.jobs, encode(_job("a", n=2, deadline_ms=1)))
+        streams.publish(r, k.jobs, encode(_job("b", n=3, deadline_ms=1, model="m2")))
+        time.sleep(0.01)
+        calls = lambda: sum(r.info("commandstats").get(f"cmdstat_{c}", {}).get("calls", 0)  # noqa: E731
+                            for c in ("eval", "evalsha"))
+        before = calls()
+        planner.step()
+        assert calls() - before == 3  # the two jobs' registrations, then one end for both
+        results = _collect(r, k, 5)
+        assert sorted((x.job_id, x.status) for x in results) == [("a", "expired")] * 2 + [("b", "expired")] * 3
+        assert r.xpending(k.jobs, "planners")["pending"] == 0
+        events = [decode(x.raw) for x in streams.read(r, {k.telemetry: "0"}, count=1000)]
+        names = [(e.event, getattr(e, "job_id", None)) for e in events if e.type == "event"]
+        for job in ("a", "b"):  # accepted, then ended by the script, then the planner's expiry event
+            assert names.index(("job.accepted", job)) < names.index(("job.completed", job)) \
+                < names.index(("job.expired", job))
+    finally:
+        planner.close()
+
+
 def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subsets(settings: Settings) -> None:
     from adaserve.broker.errors import ConfigError
     from adaserve.planner.config import default_factory
