@@ -99,8 +99,10 @@ class OrlojScheduler(Scheduler):
         # Requests already known to be too late count until ``expire`` hands them back: the
         # planner only calls it while something is pending, and a request that arrived doomed
         # after the last of the others had left used to wait for the next arrival to end.
-        self._flush(self._now)
-        return len(self.q) + len(self._doomed)
+        # Staged requests count without being placed (each becomes a member or doomed): the
+        # planner asks once per job it admits, and placing there placed every job alone, at
+        # ~23 us each, where the step's next query places them all in one pass.
+        return len(self.q) + len(self._doomed) + len(self._staged)
 
     # -- scoring ---------------------------------------------------------------------------------
     def _group(self, app: str) -> int:

@@ -258,3 +258,15 @@ def test_placing_a_step_per_job_gives_the_state_and_batches_of_the_vectorised_pa
             assert [p.key for p in da.expired] == [p.key for p in db.expired]
         t += 0.04
     assert job > 60 and per_job._doomed == vectorised._doomed
+
+
+def test_counting_does_not_place_so_a_steps_jobs_are_placed_together() -> None:
+    """The planner asks ``len`` as it admits each job; placing there placed each job alone."""
+    s = _sched(sizes=(1, 2, 4, 8))
+    for i in range(8):
+        s.add(_p(i, 0.0, 10.0), 0.0)
+        assert len(s) == i + 1
+    s.add(_p(8, 0.0, 0.01), 0.0)  # too late for any size: counted until expire hands it back
+    assert len(s) == 9 and len(s.q) == 0  # nothing placed yet
+    assert [p.job_id for p in s.expire(0.0)] == ["j8"]
+    assert len(s) == len(s.q) == 8
