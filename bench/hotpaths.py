@@ -8,6 +8,8 @@ alike; the figures are medians (and min-max) over repeats, in µs per request:
 * ``job_submit``: the SDK building the job from the arrays and checking it into the bytes it
   XADDs (``make_job``, ``encode_checked``);
 * ``job_decode``: the planner's admission of the job's bytes (unpack and validate: it stays);
+* ``job_submit_columns``, ``job_decode_columns``: the same two for the job in columns (one
+  stacked tensor per input, docs/wire.md);
 * ``batch_build``, ``batch_build_columns``: the planner building the batch of the job's requests,
   in the per-request form (``items``) and in the columnar one (what it sends for alike requests);
 * ``batch_unpack``, ``batch_decode``, ``batch_read``: a worker reading the planner's per-request
@@ -119,9 +121,17 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     def submit() -> bytes:
         return encode_checked(make_job(model, list(inputs), 60_000.0), lim, reply_to="c1")
 
+    stacked = {k: np.stack([x[k] for x in inputs]) for k in inputs[0]}
+    columns_job_raw = encode_checked(make_job(model, stacked, 60_000.0), lim, reply_to="c1")
+
+    def submit_columns() -> bytes:
+        return encode_checked(make_job(model, stacked, 60_000.0), lim, reply_to="c1")
+
     return {
         "job_submit": submit,
         "job_decode": lambda: decode(job_raw, expect=Job),
+        "job_submit_columns": submit_columns,
+        "job_decode_columns": lambda: decode(columns_job_raw, expect=Job),
         "batch_build": lambda: build_batch(model, pending, 1.0, Plan(), columnar=False),
         "batch_build_columns": lambda: build_batch(model, pending, 1.0, Plan()),
         "batch_unpack": lambda: unpack(batch_raw),
