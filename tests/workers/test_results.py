@@ -7,11 +7,10 @@ import pytest
 
 from adaserve.broker import Tensor
 from adaserve.broker.codec import decode
-from adaserve.broker.events import BatchFinished
+from adaserve.broker.events import TIMING_COLUMNS, BatchFinished, RequestTiming, timing_rows
 from adaserve.broker.messages import Batch, BatchItem, Placement, Plan, Result
 from adaserve.workers.execute import BatchOutcome, ColumnItems, Columns, ItemOutcome, WireRow
 from adaserve.workers.results import failed_from_raw, finished, finished_columns
-from adaserve.broker.events import TIMING_COLUMNS, BatchFinished, RequestTiming, timing_rows
 
 
 def _batch() -> Batch:
