@@ -23,7 +23,8 @@ alike; the figures are medians (and min-max) over repeats, in µs per request:
   probabilities per request) into what it sends — a ``ItemOutcome`` per request and one ``result``
   map each (``finished``, the form for a batch with failures), or the job's one ``columns`` entry
   (``finished_columns``, what a batch that completed whole sends) — the batch event included;
-* ``columns_collect``: the SDK filing a ``columns`` entry and counting its completions.
+* ``columns_collect``: the SDK filing a ``columns`` entry and counting its completions (a job
+  whose requests are all in the entry is filed whole, without a map per request).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
 
     from adaserve.broker.codec import decode, encode, encode_map, results_entry, unpack
     from adaserve.broker.messages import Batch, Job, Plan, Result, Timings
-    from adaserve.broker.replies import read_reply_maps
+    from adaserve.broker.replies import ColumnsEntry, read_reply_entry
     from adaserve.broker.settings import default_limits
     from adaserve.broker.tensors import Tensor
     from adaserve.models.datasets import sample_inputs
@@ -110,8 +111,10 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     def collect(build: bool, raw: bytes = reply_raw) -> Callable[[], object]:
         def run() -> object:
             t = Tracked(job.id, job.app, model, "", 60_000.0, ids)
-            for m in read_reply_maps(raw):
-                t.add(m)
+            got = read_reply_entry(raw)  # as the client files it: a whole job's columns at once
+            if not (isinstance(got, ColumnsEntry) and t.add_columns(got)):
+                for m in (got.maps() if isinstance(got, ColumnsEntry) else got):
+                    t.add(m)
             assert t.result is not None and t.result.completed == len(ids)
             return t.result.results if build else t.result
         return run

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from adaserve.broker.messages import Job
+from adaserve.broker.replies import ColumnsEntry
 from adaserve.producers.results import JobResult
 
 
@@ -57,6 +58,21 @@ class Tracked:
     def set_entry(self, entry_id: str) -> None:
         self.entry_id = entry_id
         self.submitted_ms = float(entry_id.split("-", 1)[0])
+
+    def add_columns(self, entry: ColumnsEntry) -> bool:
+        """File a ``columns`` entry that holds every request of the job, in its order, when none
+        has ended yet (a job that ran as one batch: the common case) as the job's result, without
+        a map per request; True when it was filed so (the job just finished). Otherwise nothing
+        is filed, and the caller files the entry's maps one by one."""
+        if self.result is not None or self.ended or len(entry.request_ids) != len(self.request_ids) \
+                or tuple(entry.request_ids) != self.request_ids:
+            return False
+        self.ended = len(self.request_ids)
+        self.result = JobResult(
+            job_id=self.job_id, app=self.app, model=self.model, run=self.run,
+            deadline_ms=self.deadline_ms, submitted_ms=self.submitted_ms, columns=entry,
+        )
+        return True
 
     def add(self, res: dict[str, Any]) -> bool:
         """File one result map (the first per request wins); True when the job just finished."""
