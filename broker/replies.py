@@ -17,7 +17,7 @@ that counts completions or reads predictions never needs the objects.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -27,7 +27,7 @@ from adaserve.broker.messages import SCHEMA_VERSION, Result
 from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.violations import invalid_message
 
-__all__ = ["STATUSES", "ColumnsEntry", "read_reply", "read_reply_entry", "read_reply_maps", "results_of"]
+__all__ = ["STATUSES", "ColumnRef", "ColumnsEntry", "read_reply", "read_reply_entry", "read_reply_maps", "results_of"]
 
 STATUSES = frozenset({"completed", "expired", "rejected", "failed"})
 _RESULTS: TypeAdapter[list[Result]] = TypeAdapter(list[Result])
@@ -67,6 +67,13 @@ def read_reply_entry(raw: bytes, limits: Limits | None = None) -> list[dict[str,
 
 _SHARED = ("app", "model", "plan", "worker", "job_accuracy")
 _ONE = ("submitted_ms", "dispatched_ms", "started_ms", "finished_ms", "total_ms")
+
+
+class ColumnRef(NamedTuple):
+    """Request ``j`` of a ``columns`` entry, filed without its map (``ColumnsEntry.maps`` builds it)."""
+
+    entry: ColumnsEntry
+    j: int
 
 
 class ColumnsEntry:

@@ -229,13 +229,17 @@ class Client:
                 log.warning("undecodable entry %s on %s: %s", e.id, self.reply_stream, exc)
                 continue
             if isinstance(results, ColumnsEntry):
-                # a job that ran as one batch is filed whole, with no map per request
+                # filed without a map per request (``Tracked.add_columns``)
                 t = self._outstanding.get(results.job_id)
-                if t is not None and t.add_columns(results):
+                if t is None:
+                    self.orphans += len(results.request_ids)
+                    continue
+                seen = t.duplicates
+                if t.add_columns(results):
                     del self._outstanding[t.job_id]
                     self._unclaimed[t.job_id] = t
-                    continue
-                results = results.maps()
+                self.duplicates += t.duplicates - seen
+                continue
             for res in results:
                 self._file_one(res)
         self._since_trim += len(entries)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from adaserve.broker.messages import Result
-from adaserve.broker.replies import ColumnsEntry, results_of
+from adaserve.broker.replies import ColumnRef, ColumnsEntry, results_of
 
 STATUSES = ("completed", "expired", "rejected", "failed")
 
@@ -29,14 +29,16 @@ class JobResult:
     __slots__ = ("_columns", "_maps", "_results", "app", "deadline_ms", "job_id", "model", "run", "submitted_ms")
 
     def __init__(self, job_id: str, app: str, model: str, run: str, deadline_ms: float, submitted_ms: float,
-                 results: Sequence[Result] | None = None, *, maps: Sequence[dict[str, Any]] | None = None,
+                 results: Sequence[Result] | None = None, *,
+                 maps: Sequence[dict[str, Any] | ColumnRef] | None = None,
                  columns: ColumnsEntry | None = None) -> None:
         if (results is not None) + (maps is not None) + (columns is not None) != 1:
             raise TypeError("JobResult takes one of results, maps or columns")
         self.job_id, self.app, self.model, self.run = job_id, app, model, run
         self.deadline_ms, self.submitted_ms = deadline_ms, submitted_ms
         self._results: tuple[Result, ...] | None = None if results is None else tuple(results)
-        self._maps: tuple[dict[str, Any], ...] | None = None if maps is None else tuple(maps)
+        # maps, or references to rows of ``columns`` entries (a job split over batches)
+        self._maps: tuple[dict[str, Any] | ColumnRef, ...] | None = None if maps is None else tuple(maps)
         # A job that completed in one batch, filed from its ``columns`` entry: the summaries read
         # the columns, and the maps are built only for ``results``.
         self._columns = columns
@@ -47,7 +49,8 @@ class JobResult:
             if self._maps is None:
                 assert self._columns is not None
                 self._maps = tuple(self._columns.maps())
-            self._results = tuple(results_of(self._maps))
+            self._results = tuple(results_of([m.entry.maps()[m.j] if type(m) is ColumnRef else m
+                                              for m in self._maps]))
         return self._results
 
     def _rows(self) -> list[tuple[str, str, int | None, float]]:
@@ -56,7 +59,8 @@ class JobResult:
             total = self._columns.total_ms
             return [("completed", "", p, total) for p in self._columns.predictions]
         if self._maps is not None:
-            return [(m["status"], m.get("reason", ""), m.get("prediction"), m["timings"]["total_ms"])
+            return [("completed", "", m.entry.predictions[m.j], m.entry.total_ms) if type(m) is ColumnRef
+                    else (m["status"], m.get("reason", ""), m.get("prediction"), m["timings"]["total_ms"])
                     for m in self._maps]
         return [(r.status, r.reason, r.prediction, r.timings.total_ms) for r in self.results]
 
@@ -71,7 +75,7 @@ class JobResult:
         if self._columns is not None:
             return ["completed"] * len(self._columns.request_ids)
         if self._maps is not None:
-            return [m["status"] for m in self._maps]
+            return ["completed" if type(m) is ColumnRef else m["status"] for m in self._maps]
         return [r.status for r in self.results]
 
     @property

@@ -240,5 +240,7 @@ def test_a_job_is_filed_from_columns_entries_whole_or_request_by_request(setting
             r.xadd(c.reply_stream, {b"m": msgpack.packb(body, use_bin_type=True)})
         res = h.result(timeout=5)
         assert (res._columns is None) == split  # filed whole only when one entry held the whole job
+        if split:  # filed as references to the entries' rows, no map per request until .results
+            assert res._maps is not None and all(type(m).__name__ == "ColumnRef" for m in res._maps)
         assert res.predictions == [7, 8, 9] and res.ok and [x.request_id for x in res.results] == ["0", "1", "2"]
         assert c.duplicates == 0 and c.orphans == 0
