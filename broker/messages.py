@@ -128,7 +128,12 @@ class Job(_Wire):
         return v
 
 
-_set = object.__setattr__
+# The slots every pydantic model has, set through their descriptors: what ``model_construct``
+# sets, for a third less than ``object.__setattr__`` by name (measured on a columnar job's rows).
+_SET_DICT = BaseModel.__dict__["__dict__"].__set__
+_SET_FIELDS = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
 # Shared by every row built: a frozen model's fields-set is never changed in place.
 _REQUEST_SET = {"id", "inputs"}
 _TENSOR_SET = {"dtype", "shape", "data"}
@@ -140,22 +145,22 @@ def _rows_as_requests(ids: list[str], cols: dict[str, jobform.Column]) -> list[R
     ``model_construct`` builds one but without its pass over each field's default: a job's rows
     were checked once per input, and building them cost three times that check."""
     out: list[Request] = []
-    named = list(cols.items())
+    named = [(name, c.dtype, c.row_shape, c.data, c.step) for name, c in cols.items()]
     new_t, new_r = Tensor.__new__, Request.__new__
     for j, rid in enumerate(ids):
         inputs: dict[str, Tensor] = {}
-        for name, c in named:
+        for name, dtype, shape, data, step in named:
             t = new_t(Tensor)
-            _set(t, "__dict__", {"dtype": c.dtype, "shape": c.row_shape, "data": c.data[j * c.step:(j + 1) * c.step]})
-            _set(t, "__pydantic_fields_set__", _TENSOR_SET)
-            _set(t, "__pydantic_extra__", None)
-            _set(t, "__pydantic_private__", None)
+            _SET_DICT(t, {"dtype": dtype, "shape": shape, "data": data[j * step:(j + 1) * step]})
+            _SET_FIELDS(t, _TENSOR_SET)
+            _SET_EXTRA(t, None)
+            _SET_PRIVATE(t, None)
             inputs[name] = t
         r = new_r(Request)
-        _set(r, "__dict__", {"id": rid, "kind": "forward", "inputs": inputs, "generation": None})
-        _set(r, "__pydantic_fields_set__", _REQUEST_SET)
-        _set(r, "__pydantic_extra__", None)
-        _set(r, "__pydantic_private__", None)
+        _SET_DICT(r, {"id": rid, "kind": "forward", "inputs": inputs, "generation": None})
+        _SET_FIELDS(r, _REQUEST_SET)
+        _SET_EXTRA(r, None)
+        _SET_PRIVATE(r, None)
         out.append(r)
     return out
 

@@ -49,7 +49,7 @@ class JobResult:
             if self._maps is None:
                 assert self._columns is not None
                 self._maps = tuple(self._columns.maps())
-            self._results = tuple(results_of([m.entry.maps()[m.j] if type(m) is ColumnRef else m
+            self._results = tuple(results_of([m.entry.maps()[m.j] if isinstance(m, ColumnRef) else m
                                               for m in self._maps]))
         return self._results
 
@@ -59,7 +59,7 @@ class JobResult:
             total = self._columns.total_ms
             return [("completed", "", p, total) for p in self._columns.predictions]
         if self._maps is not None:
-            return [("completed", "", m.entry.predictions[m.j], m.entry.total_ms) if type(m) is ColumnRef
+            return [("completed", "", m.entry.predictions[m.j], m.entry.total_ms) if isinstance(m, ColumnRef)
                     else (m["status"], m.get("reason", ""), m.get("prediction"), m["timings"]["total_ms"])
                     for m in self._maps]
         return [(r.status, r.reason, r.prediction, r.timings.total_ms) for r in self.results]
@@ -75,7 +75,7 @@ class JobResult:
         if self._columns is not None:
             return ["completed"] * len(self._columns.request_ids)
         if self._maps is not None:
-            return ["completed" if type(m) is ColumnRef else m["status"] for m in self._maps]
+            return ["completed" if isinstance(m, ColumnRef) else m["status"] for m in self._maps]
         return [r.status for r in self.results]
 
     @property
