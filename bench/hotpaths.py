@@ -8,6 +8,8 @@ alike; the figures are medians (and min-max) over repeats, in µs per request:
 * ``job_submit``: the SDK building the job from the arrays and checking it into the bytes it
   XADDs (``make_job``, ``encode_checked``);
 * ``job_decode``: the planner's admission of the job's bytes (unpack and validate: it stays);
+* ``job_submit_columns``, ``job_decode_columns``: the same two for the job in columns (one
+  stacked tensor per input, docs/wire.md);
 * ``batch_build``, ``batch_build_columns``: the planner building the batch of the job's requests,
   in the per-request form (``items``) and in the columnar one (what it sends for alike requests);
 * ``batch_unpack``, ``batch_decode``, ``batch_read``: a worker reading the planner's per-request
@@ -21,7 +23,8 @@ alike; the figures are medians (and min-max) over repeats, in µs per request:
   probabilities per request) into what it sends — a ``ItemOutcome`` per request and one ``result``
   map each (``finished``, the form for a batch with failures), or the job's one ``columns`` entry
   (``finished_columns``, what a batch that completed whole sends) — the batch event included;
-* ``columns_collect``: the SDK filing a ``columns`` entry and counting its completions.
+* ``columns_collect``: the SDK filing a ``columns`` entry and counting its completions (a job
+  whose requests are all in the entry is filed whole, without a map per request).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
 
     from adaserve.broker.codec import decode, encode, encode_map, results_entry, unpack
     from adaserve.broker.messages import Batch, Job, Plan, Result, Timings
-    from adaserve.broker.replies import read_reply_maps
+    from adaserve.broker.replies import ColumnsEntry, read_reply_entry
     from adaserve.broker.settings import default_limits
     from adaserve.broker.tensors import Tensor
     from adaserve.models.datasets import sample_inputs
@@ -108,8 +111,10 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     def collect(build: bool, raw: bytes = reply_raw) -> Callable[[], object]:
         def run() -> object:
             t = Tracked(job.id, job.app, model, "", 60_000.0, ids)
-            for m in read_reply_maps(raw):
-                t.add(m)
+            got = read_reply_entry(raw)  # as the client files it: a whole job's columns at once
+            if not (isinstance(got, ColumnsEntry) and t.add_columns(got)):
+                for m in (got.maps() if isinstance(got, ColumnsEntry) else got):
+                    t.add(m)
             assert t.result is not None and t.result.completed == len(ids)
             return t.result.results if build else t.result
         return run
@@ -119,9 +124,17 @@ def _pieces(model: str, batch: int) -> dict[str, Callable[[], object]]:
     def submit() -> bytes:
         return encode_checked(make_job(model, list(inputs), 60_000.0), lim, reply_to="c1")
 
+    stacked = {k: np.stack([x[k] for x in inputs]) for k in inputs[0]}
+    columns_job_raw = encode_checked(make_job(model, stacked, 60_000.0), lim, reply_to="c1")
+
+    def submit_columns() -> bytes:
+        return encode_checked(make_job(model, stacked, 60_000.0), lim, reply_to="c1")
+
     return {
         "job_submit": submit,
         "job_decode": lambda: decode(job_raw, expect=Job),
+        "job_submit_columns": submit_columns,
+        "job_decode_columns": lambda: decode(columns_job_raw, expect=Job),
         "batch_build": lambda: build_batch(model, pending, 1.0, Plan(), columnar=False),
         "batch_build_columns": lambda: build_batch(model, pending, 1.0, Plan()),
         "batch_unpack": lambda: unpack(batch_raw),

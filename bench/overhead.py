@@ -83,9 +83,13 @@ def overhead(
     rounds: int = typer.Option(3, min=1, help="Alternating rounds; medians are reported."),
     threads: int = typer.Option(1, min=1, help="onnxruntime intra-op threads on both sides."),
     window: int = typer.Option(4, min=1, help="Jobs kept outstanding in the pipeline."),
+    form: str = typer.Option("columns", help="How jobs are sent: 'columns' (one stacked tensor per input) or "
+                                             "'requests' (one map per request; docs/wire.md)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Throughput ratio and added latency of the whole pipeline over direct onnxruntime."""
+    if form not in ("columns", "requests"):
+        raise typer.BadParameter("--form is 'columns' or 'requests'")
     from rich.progress import Progress
 
     from adaserve.bench.server import bench_settings
@@ -105,6 +109,8 @@ def overhead(
             client = Client(stack.settings)
 
             def make() -> Any:
+                if form == "columns":
+                    return make_job(model, stacked, 60_000.0, run="bench-overhead")
                 return make_job(model, list(inputs), 60_000.0, run="bench-overhead")
 
             _pipeline(client, make, 1.0, window)  # warm-up
@@ -130,7 +136,7 @@ def overhead(
             r.close()
     a, b = statistics.median(direct_rps), statistics.median(piped_rps)
     out = {
-        "model": model, "batch": batch, "threads": threads, "rounds": rounds, "seconds": seconds,
+        "model": model, "batch": batch, "threads": threads, "rounds": rounds, "seconds": seconds, "form": form,
         "direct_rps": a, "pipeline_rps": b, "throughput_ratio": b / a if a else 0.0,
         "direct_rps_runs": [round(x, 1) for x in direct_rps], "pipeline_rps_runs": [round(x, 1) for x in piped_rps],
         "direct_batch_p50_ms": float(np.percentile(direct_lat, 50)),

@@ -118,9 +118,12 @@ def peek(raw: Any) -> dict[str, Any]:
         val = body.get(key)
         if isinstance(val, str) and len(val) <= 256:
             out[key] = val
-    reqs = body.get("requests")
+    reqs, ids = body.get("requests"), body.get("request_ids")
     if isinstance(reqs, list):
         out["requests"] = len(reqs)
         out["request_ids"] = [r.get("id") for r in reqs if isinstance(r, dict) and isinstance(r.get("id"), str)]
+    elif isinstance(ids, list):  # a job in columns (``jobform``)
+        out["requests"] = len(ids)
+        out["request_ids"] = [i for i in ids if isinstance(i, str)]
     return out
 

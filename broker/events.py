@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 HEARD_SPAN_MS = 100  # PlannerState.heard: finishes grouped by the 100 ms they fell in
 HEARD_QUANTILES = 5  # ... each group as its 0, 25, 50, 75 and 100 % quantiles
@@ -127,7 +127,28 @@ class RequestTiming(BaseModel):
     lm: LmStats | None = None
 
 
+# The fields of a ``batch.finished`` event's ``columns`` (docs/telemetry.md): a ``RequestTiming``'s,
+# but ``lm``, one list each. ``tests/workers/test_results.py`` holds them to ``RequestTiming``.
+TIMING_COLUMNS = ("job_id", "request_id", "app", "run", "status", "queue_ms", "exec_ms", "total_ms", "exit",
+                  "confidence")
+
+
+def timing_rows(columns: Any) -> list[dict[str, Any]]:
+    """The per-request ``items`` maps a ``columns`` map stands for (``ValueError`` when it is not
+    one: the fields above, each a list, all of one length)."""
+    if type(columns) is not dict or columns.keys() != set(TIMING_COLUMNS):
+        raise ValueError(f"columns: a map of {', '.join(TIMING_COLUMNS)}")
+    lists = [columns[k] for k in TIMING_COLUMNS]
+    if any(type(x) is not list or len(x) != len(lists[0]) for x in lists):
+        raise ValueError("columns: one list per field, all of one length")
+    return [dict(zip(TIMING_COLUMNS, row)) for row in zip(*lists)]
+
+
 class BatchFinished(_Ev):
+    """What a worker reports of a batch it ran. Its requests come as ``items`` (a map each) or, from
+    a batch that completed whole without language-model figures, as ``columns`` (one list per
+    field, cheaper for the worker to write and for the planner to read); both read as ``items``."""
+
     event: Literal["batch.finished"] = "batch.finished"
     batch_id: str
     pool: str
@@ -146,6 +167,15 @@ class BatchFinished(_Ev):
     # Seconds this batch waited for its (model, variant) to be loaded first (a partial load of
     # an lm-exit depth, a switch to another model); None when the runner was loaded already.
     load_s: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _columns(cls, v: Any) -> Any:
+        if isinstance(v, dict) and "columns" in v and "items" not in v:
+            out = {k: x for k, x in v.items() if k != "columns"}
+            out["items"] = timing_rows(v["columns"])
+            return out
+        return v
 
 
 class BatchDeadLettered(_Ev):

@@ -8,6 +8,9 @@ tensor and vectorised, so it costs one pass over the bytes a decode has already 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
 from adaserve.broker.errors import InvalidMessage
@@ -23,6 +26,18 @@ def is_finite(tensor: Tensor) -> bool:
     if np.dtype(tensor.dtype).kind != "f" or not tensor.data:
         return True
     return bool(np.isfinite(tensor.to_numpy()).all())
+
+
+def all_finite(tensors: Iterable[dict[str, Any]], model: str, limits: Limits) -> bool:
+    """Whether wire tensor maps (a columnar job's stacked inputs) hold no NaN or ±Inf, or the
+    model takes them: one pass per tensor, no join. ``check_finite`` names the culprit."""
+    if model in limits.allow_non_finite:
+        return True
+    for t in tensors:
+        dtype = t["dtype"]
+        if dtype in _FLOATS and t["data"] and not np.isfinite(np.frombuffer(t["data"], dtype=_LE[dtype])).all():
+            return False
+    return True
 
 
 def check_finite(job: Job, limits: Limits) -> None:
@@ -49,3 +64,4 @@ def check_finite(job: Job, limits: Limits) -> None:
 
 
 _FLOATS = frozenset(("float16", "float32", "float64"))
+_LE = {name: np.dtype(name).newbyteorder("<") for name in _FLOATS}

@@ -17,7 +17,7 @@ that counts completions or reads predictions never needs the objects.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -27,7 +27,7 @@ from adaserve.broker.messages import SCHEMA_VERSION, Result
 from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.violations import invalid_message
 
-__all__ = ["STATUSES", "read_reply", "read_reply_maps", "results_of"]
+__all__ = ["STATUSES", "ColumnRef", "ColumnsEntry", "read_reply", "read_reply_entry", "read_reply_maps", "results_of"]
 
 STATUSES = frozenset({"completed", "expired", "rejected", "failed"})
 _RESULTS: TypeAdapter[list[Result]] = TypeAdapter(list[Result])
@@ -41,6 +41,13 @@ def read_reply(raw: bytes, limits: Limits | None = None) -> list[Result]:
 def read_reply_maps(raw: bytes, limits: Limits | None = None) -> list[dict[str, Any]]:
     """The result maps of one entry of either form, each with its summary fields checked
     (``check_summary``); ``InvalidMessage`` when the entry is not a reply."""
+    got = read_reply_entry(raw, limits)
+    return got.maps() if isinstance(got, ColumnsEntry) else got
+
+
+def read_reply_entry(raw: bytes, limits: Limits | None = None) -> list[dict[str, Any]] | ColumnsEntry:
+    """``read_reply_maps``, but a ``columns`` entry comes back checked and unexpanded: a client
+    that files a whole job from it never builds a map per request."""
     body = unpack(raw, _RECEIVE if limits is None else limits)
     kind = body.get("type")
     if kind == "result":
@@ -50,7 +57,7 @@ def read_reply_maps(raw: bytes, limits: Limits | None = None) -> list[dict[str, 
         if body.get("v") != SCHEMA_VERSION or not isinstance(maps, list):
             raise InvalidMessage("schema", "a results entry needs v 1 and a list of results")
     elif kind == "columns":
-        return expand_columns(body)
+        return check_columns(body)
     else:
         raise InvalidMessage("schema", f"a reply entry of type {kind!r}, not a result")
     for m in maps:
@@ -62,11 +69,41 @@ _SHARED = ("app", "model", "plan", "worker", "job_accuracy")
 _ONE = ("submitted_ms", "dispatched_ms", "started_ms", "finished_ms", "total_ms")
 
 
+class ColumnRef(NamedTuple):
+    """Request ``j`` of a ``columns`` entry, filed without its map (``ColumnsEntry.maps`` builds it)."""
+
+    entry: ColumnsEntry
+    j: int
+
+
+class ColumnsEntry:
+    """A ``columns`` entry, checked as ``expand_columns`` checks it, its result maps built only
+    when asked (``maps``): a job's summary (statuses, predictions, latency) reads the columns."""
+
+    __slots__ = ("_body", "_maps", "_rows", "job_id", "predictions", "request_ids", "total_ms")
+
+    def __init__(self, body: dict[str, Any], job_id: str, request_ids: list[str], predictions: list[int | None],
+                 total_ms: float, rows: dict[str, tuple[object, list[Any], bytes, int]]) -> None:
+        self._body, self._rows, self._maps = body, rows, cast(list[dict[str, Any]] | None, None)
+        self.job_id, self.request_ids, self.predictions, self.total_ms = job_id, request_ids, predictions, total_ms
+
+    def maps(self) -> list[dict[str, Any]]:
+        """The ``result`` maps the entry stands for, in its order (built once)."""
+        if self._maps is None:
+            self._maps = _expand(self._body, self._rows)
+        return self._maps
+
+
 def expand_columns(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``result`` maps a ``columns`` entry stands for, in its order: each is the map a
     ``result`` entry of that request would hold. The columns are checked as ``check_summary``
     checks each map (types of the summary fields, one value per request); the rest waits for
     ``results_of``, as for the other forms."""
+    return check_columns(body).maps()
+
+
+def check_columns(body: dict[str, Any]) -> ColumnsEntry:
+    """A ``columns`` entry's summary fields checked (``InvalidMessage`` when they do not add up)."""
     ids, timings, outputs = body.get("request_ids"), body.get("timings"), body.get("outputs")
     if body.get("v") != SCHEMA_VERSION:
         raise InvalidMessage("version", f"not a version {SCHEMA_VERSION} columns entry")
@@ -97,11 +134,18 @@ def expand_columns(body: dict[str, Any]) -> list[dict[str, Any]]:
                 and len(data) % max(n, 1) == 0):
             raise InvalidMessage("schema", f"output {name!r} of a columns entry is not one row per request")
         rows[name] = (t.get("dtype"), shape[1:], data, len(data) // max(n, 1))
+    return ColumnsEntry(body, job, ids, preds, total, rows)
+
+
+def _expand(body: dict[str, Any], rows: dict[str, tuple[object, list[Any], bytes, int]]) -> list[dict[str, Any]]:
+    timings = body["timings"]
     shared = {k: body.get(k) for k in _SHARED}
     one = {k: timings.get(k) for k in _ONE}
     out: list[dict[str, Any]] = []
-    confs, exits, queues, execs = cast(list[list[Any]], cols[1:])
-    for j, (rid, pred, conf, exit_, queue, exe) in enumerate(zip(ids, preds, confs, exits, queues, execs)):
+    job = body["job_id"]
+    ids, preds, confs, exits = body["request_ids"], body["prediction"], body["confidence"], body["exit"]
+    for j, (rid, pred, conf, exit_, queue, exe) in enumerate(zip(ids, preds, confs, exits, timings["queue_ms"],
+                                                                 timings["exec_ms"])):
         out.append({
             "v": SCHEMA_VERSION, "type": "result", "job_id": job, "request_id": rid, "status": "completed",
             "reason": "", **shared,

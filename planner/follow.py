@@ -255,13 +255,22 @@ def _quick_finished(body: dict[str, Any]) -> Finished | None:
     if body.get("event") != "batch.finished":
         return None
     try:
-        items = body["items"]
-        lm = tuple(s for s in (item_stats(i.get("lm")) for i in items) if s is not None)
+        cols = body.get("columns")
+        if cols is not None and "items" not in body:
+            # a batch that completed whole: its requests' fields as columns, read per batch
+            apps, execs = cols["app"], cols["exec_ms"]
+            if type(apps) is not list or type(execs) is not list or len(apps) != len(execs):
+                return None
+            got: tuple[tuple[str, ...], tuple[float, ...], tuple[ItemStats, ...]] = (
+                tuple(apps), tuple(map(float, execs)), ())
+        else:
+            items = body["items"]
+            got = (tuple(i["app"] for i in items), tuple(float(i["exec_ms"]) for i in items),
+                   tuple(s for s in (item_stats(i.get("lm")) for i in items) if s is not None))
         load = body.get("load_s")
         f = Finished(body["batch_id"], float(body["ts"]), body["pool"], body["model"], body.get("variant", "default"),
                      int(body["size"]), float(body["exec_ms"]), body.get("part"), body.get("next_pool"),
-                     tuple(i["app"] for i in items), tuple(float(i["exec_ms"]) for i in items), lm,
-                     None if load is None else float(load))
+                     got[0], got[1], got[2], None if load is None else float(load))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     ok = (isinstance(f.batch_id, str) and isinstance(f.pool, str) and isinstance(f.model, str)

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 import redis
 
 from adaserve.broker import streams
-from adaserve.broker.codec import decode
+from adaserve.broker.codec import unpack, validate
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Also, Finalizer
+from adaserve.broker.jobform import is_columnar
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job
 from adaserve.broker.settings import Limits, Settings
@@ -62,10 +63,12 @@ class Intake:
             try:
                 if e.raw is None:
                     raise InvalidMessage("undecodable", "entry has no 'm' field or was deleted")
-                job = decode(e.raw, self.limits, expect=Job)
+                body = unpack(e.raw, self.limits)
+                job = validate(body, self.limits, expect=Job)
                 if self.family is None or not self.family(job.model):
+                    # a job in columns is checked per stacked input, not per request
                     check_job(job, known=pools.known(job.model), inputs=pools.inputs.get(job.model),
-                              limits=self.limits)
+                              limits=self.limits, stacked=body["inputs"] if is_columnar(body) else None)
                 if self.check is not None:
                     self.check(job, float(e.ms))
                 valid.append((e, job))

@@ -18,19 +18,24 @@ from typing import Any
 import numpy as np
 
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.finite import check_finite
+from adaserve.broker.finite import all_finite, check_finite
 from adaserve.broker.messages import Job, Request
 from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.tensors import Tensor, dtype_fits
 
 
 def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None,
-              limits: Limits | None = None) -> None:
+              limits: Limits | None = None, stacked: dict[str, dict[str, Any]] | None = None) -> None:
     """Raise ``InvalidMessage`` when ``job`` cannot be served; ``inputs`` is the model's spec.
     Float inputs holding NaN or ±Inf are rejected last (``non_finite``), unless ``limits`` allows
-    them for the model: a tensor of the wrong shape says so first, whatever its values."""
+    them for the model: a tensor of the wrong shape says so first, whatever its values.
+    ``stacked``: the inputs of a job that came in columns (validated with it), checked as they
+    came, once per input, with the same answers as its requests would get one by one."""
     if not known:
         raise InvalidMessage("unknown_model", f"no live worker serves model {job.model!r}")
+    if stacked is not None and inputs is not None and "tokens" not in inputs:
+        _check_stacked(job, inputs, stacked, default_limits() if limits is None else limits)
+        return
     checked: set[tuple[str, str, tuple[int, ...]]] = set()
     for req in job.requests:
         # Generation is served by language models, whose one input is the prompt's token ids.
@@ -54,6 +59,23 @@ def check_job(job: Job, *, known: bool, inputs: dict[str, dict[str, Any]] | None
         if tokens is not None and "context" in tokens and "tokens" in req.inputs:
             _check_generation(job.model, req, tokens)
     check_finite(job, default_limits() if limits is None else limits)
+
+
+def _check_stacked(job: Job, inputs: dict[str, dict[str, Any]], stacked: dict[str, dict[str, Any]],
+                   limits: Limits) -> None:
+    """``check_job`` for a columnar job of a model without token inputs: every request has the
+    same inputs with the same dtype and shape (a row of each), so the first request's answer is
+    every request's, and the values are checked over each stacked tensor without a join."""
+    first = job.requests[0]
+    for name, tensor in first.inputs.items():
+        spec = inputs.get(name)
+        if spec is None:
+            raise InvalidMessage(
+                "schema", f"request {first.id}: model {job.model!r} has no input {name!r} (inputs: {', '.join(sorted(inputs))})"
+            )
+        _check_tensor(first.id, name, tensor, spec)
+    if not all_finite(stacked.values(), job.model, limits):
+        check_finite(job, limits)  # names the request and input
 
 
 def _check_tensor(rid: str, name: str, tensor: Tensor, spec: dict[str, Any]) -> None:

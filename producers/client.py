@@ -29,7 +29,7 @@ from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Job
 from adaserve.broker.outage import Outage, is_transient, ride_out
-from adaserve.broker.replies import read_reply_maps
+from adaserve.broker.replies import ColumnsEntry, read_reply_entry
 from adaserve.broker.settings import Limits, Settings, load_limits
 from adaserve.broker.streams import Entry, publish, read
 from adaserve.producers.handle import JobHandle
@@ -223,10 +223,22 @@ class Client:
         for e in entries:
             self._last = e.id
             try:
-                results = read_reply_maps(e.raw or b"")
+                results = read_reply_entry(e.raw or b"")
             except InvalidMessage as exc:
                 self.undecodable += 1
                 log.warning("undecodable entry %s on %s: %s", e.id, self.reply_stream, exc)
+                continue
+            if isinstance(results, ColumnsEntry):
+                # filed without a map per request (``Tracked.add_columns``)
+                t = self._outstanding.get(results.job_id)
+                if t is None:
+                    self.orphans += len(results.request_ids)
+                    continue
+                seen = t.duplicates
+                if t.add_columns(results):
+                    del self._outstanding[t.job_id]
+                    self._unclaimed[t.job_id] = t
+                self.duplicates += t.duplicates - seen
                 continue
             for res in results:
                 self._file_one(res)

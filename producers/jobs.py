@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from adaserve.broker.codec import encode_map
 from adaserve.broker.errors import InvalidMessage, LimitExceeded
-from adaserve.broker.finite import check_finite
+from adaserve.broker.finite import all_finite, check_finite
 from adaserve.broker.messages import Job
 from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.tensors import Tensor, wire_of
@@ -28,8 +28,9 @@ from adaserve.broker.violations import invalid_message
 
 UNSET_REPLY = "unset"  # the client replaces it with its own reply channel
 
-# id(job) -> (its Request objects, their validated maps, the limits they passed): see the docstring.
-_VALIDATED: dict[int, tuple[tuple[object, ...], list[dict[str, Any]], Limits]] = {}
+# id(job) -> (its Request objects, the validated wire keys they came from, ``requests`` or the
+# columnar form's, and the limits they passed): see the docstring.
+_VALIDATED: dict[int, tuple[tuple[object, ...], dict[str, Any], Limits]] = {}
 
 
 def new_id(prefix: str) -> str:
@@ -38,7 +39,7 @@ def new_id(prefix: str) -> str:
 
 def make_job(
     model: str,
-    inputs: Sequence[Mapping[str, np.ndarray] | np.ndarray],
+    inputs: Sequence[Mapping[str, np.ndarray] | np.ndarray] | Mapping[str, np.ndarray],
     deadline_ms: float,
     *,
     min_accuracy: float = 0.0,
@@ -55,12 +56,22 @@ def make_job(
     generation: Mapping[str, Any] | None = None,
 ) -> Job:
     """A job with one request per element of ``inputs`` (a modality -> array map, or one array
-    that becomes the input named ``modality``). Request ids default to ``"0"``, ``"1"``, ...
+    that becomes the input named ``modality``), or, when ``inputs`` is one map of modality ->
+    array, one request per row of the arrays, sent in the columnar form (forward requests only;
+    the cheaper form for a producer and the planner alike). Request ids default to ``"0"``, ``"1"``, ...
     ``kind`` and ``generation`` (``max_new_tokens``, ``temperature``, ``seed``) apply to every
     request; ``producers.text.generation_job`` builds generation jobs from text.
 
     Raises ``InvalidMessage`` (``LimitExceeded`` for sizes) when the job does not validate.
     """
+    if isinstance(inputs, Mapping):
+        if kind != "forward" or generation is not None:
+            raise InvalidMessage("schema", "a job in columns holds forward requests only; send generation "
+                                           "requests one by one (a sequence of inputs)")
+        return _columns_job(inputs, request_ids, {
+            "id": job_id or new_id("job"), "app": app, "model": model,
+            "slo": {"deadline_ms": deadline_ms, "min_accuracy": min_accuracy, "objective": objective},
+            "reply_to": reply_to, "priority": priority, "run": run}, limits or default_limits())
     if request_ids is not None and len(request_ids) != len(inputs):
         raise InvalidMessage("schema", f"{len(request_ids)} request ids for {len(inputs)} inputs")
     requests = []
@@ -79,9 +90,33 @@ def make_job(
         "reply_to": reply_to, "priority": priority, "run": run,
     }
     lim = limits or default_limits()
-    job = build_job(body, lim)
+    return _kept(build_job(body, lim), {"requests": requests}, lim)
+
+
+def _columns_job(arrays: Mapping[str, np.ndarray], request_ids: Sequence[str] | None, head: dict[str, Any],
+                 limits: Limits) -> Job:
+    """A job in the columnar form (docs/wire.md, *Jobs in columns*): each array's first dimension
+    is the job's requests, row j request j's input; one check per input, not per request."""
+    if not arrays:
+        raise InvalidMessage("schema", "a job in columns needs one input or more (a map of name -> array)")
+    first = next(iter(arrays.values()))
+    n = len(first) if isinstance(first, np.ndarray) and first.ndim > 0 else 0
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray) or a.ndim == 0:
+            raise InvalidMessage("schema", f"input {name!r} is not an array of one row per request")
+        if len(a) != n:
+            raise InvalidMessage("schema", f"input {name!r} has {len(a)} rows, another input {n}: one row per request")
+    ids = [str(i) for i in range(n)] if request_ids is None else list(request_ids)
+    if len(ids) != n:
+        raise InvalidMessage("schema", f"{len(ids)} request ids for {n} rows of each input")
+    wire = {"request_ids": ids, "inputs": {k: wire_of(a) for k, a in arrays.items()}}
+    return _kept(build_job({**head, **wire}, limits), wire, limits)
+
+
+def _kept(job: Job, wire: dict[str, Any], limits: Limits) -> Job:
+    """``job``, with the validated wire maps its requests came from kept for ``encode_checked``."""
     key = id(job)
-    _VALIDATED[key] = (tuple(job.requests), requests, lim)
+    _VALIDATED[key] = (tuple(job.requests), wire, limits)
     weakref.finalize(job, _VALIDATED.pop, key, None)
     return job
 
@@ -95,8 +130,8 @@ def _tensor_map(name: str, value: object) -> dict[str, Any]:
     return wire_of(value)
 
 
-def _validated_maps(job: Job, limits: Limits) -> list[dict[str, Any]] | None:
-    """The request maps ``make_job`` validated for this very job, when they still stand for its
+def _validated_maps(job: Job, limits: Limits) -> dict[str, Any] | None:
+    """The wire keys ``make_job`` validated for this very job, when they still stand for its
     requests (the same objects) and were checked against the same limits; None otherwise."""
     got = _VALIDATED.get(id(job))
     if got is None:
@@ -138,7 +173,7 @@ def encode_checked(job: Job, limits: Limits, reply_to: str | None = None) -> byt
     if reply_to is not None:
         body["reply_to"] = checked["reply_to"] = reply_to
     if maps is not None:
-        body["requests"] = maps
+        body.update(maps)
     raw = encode_map(body)
     if len(raw) > limits.max_message_bytes:
         raise LimitExceeded(f"job {job.id} encodes to {len(raw)} bytes, above the limit of {limits.max_message_bytes}")
@@ -150,7 +185,8 @@ def encode_checked(job: Job, limits: Limits, reply_to: str | None = None) -> byt
             raise LimitExceeded(f"job {job.id}: {err.detail}") from None
         raise InvalidMessage(err.reason, f"job {job.id}: {err.detail}") from None
     try:
-        check_finite(job, limits)
+        if maps is None or "inputs" not in maps or not all_finite(maps["inputs"].values(), job.model, limits):
+            check_finite(job, limits)  # names the request and input that hold one
     except InvalidMessage as exc:
         raise InvalidMessage(exc.reason, f"job {job.id}: {exc.detail}") from None
     return raw

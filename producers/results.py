@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from adaserve.broker.messages import Result
-from adaserve.broker.replies import results_of
+from adaserve.broker.replies import ColumnRef, ColumnsEntry, results_of
 
 STATUSES = ("completed", "expired", "rejected", "failed")
 
@@ -26,39 +26,56 @@ class JobResult:
     Validating every result on arrival was most of what collecting results cost.
     """
 
-    __slots__ = ("_maps", "_results", "app", "deadline_ms", "job_id", "model", "run", "submitted_ms")
+    __slots__ = ("_columns", "_maps", "_results", "app", "deadline_ms", "job_id", "model", "run", "submitted_ms")
 
     def __init__(self, job_id: str, app: str, model: str, run: str, deadline_ms: float, submitted_ms: float,
-                 results: Sequence[Result] | None = None, *, maps: Sequence[dict[str, Any]] | None = None) -> None:
-        if (results is None) == (maps is None):
-            raise TypeError("JobResult takes either results or maps")
+                 results: Sequence[Result] | None = None, *,
+                 maps: Sequence[dict[str, Any] | ColumnRef] | None = None,
+                 columns: ColumnsEntry | None = None) -> None:
+        if (results is not None) + (maps is not None) + (columns is not None) != 1:
+            raise TypeError("JobResult takes one of results, maps or columns")
         self.job_id, self.app, self.model, self.run = job_id, app, model, run
         self.deadline_ms, self.submitted_ms = deadline_ms, submitted_ms
         self._results: tuple[Result, ...] | None = None if results is None else tuple(results)
-        self._maps: tuple[dict[str, Any], ...] | None = None if maps is None else tuple(maps)
+        # maps, or references to rows of ``columns`` entries (a job split over batches)
+        self._maps: tuple[dict[str, Any] | ColumnRef, ...] | None = None if maps is None else tuple(maps)
+        # A job that completed in one batch, filed from its ``columns`` entry: the summaries read
+        # the columns, and the maps are built only for ``results``.
+        self._columns = columns
 
     @property
     def results(self) -> tuple[Result, ...]:
         if self._results is None:
-            assert self._maps is not None
-            self._results = tuple(results_of(self._maps))
+            if self._maps is None:
+                assert self._columns is not None
+                self._maps = tuple(self._columns.maps())
+            self._results = tuple(results_of([m.entry.maps()[m.j] if isinstance(m, ColumnRef) else m
+                                              for m in self._maps]))
         return self._results
 
     def _rows(self) -> list[tuple[str, str, int | None, float]]:
         """(status, reason, prediction, total_ms) per request, without building ``Result``s."""
+        if self._columns is not None:
+            total = self._columns.total_ms
+            return [("completed", "", p, total) for p in self._columns.predictions]
         if self._maps is not None:
-            return [(m["status"], m.get("reason", ""), m.get("prediction"), m["timings"]["total_ms"])
+            return [("completed", "", m.entry.predictions[m.j], m.entry.total_ms) if isinstance(m, ColumnRef)
+                    else (m["status"], m.get("reason", ""), m.get("prediction"), m["timings"]["total_ms"])
                     for m in self._maps]
         return [(r.status, r.reason, r.prediction, r.timings.total_ms) for r in self.results]
 
     def __len__(self) -> int:
+        if self._columns is not None:
+            return len(self._columns.request_ids)
         return len(self._maps) if self._maps is not None else len(self.results)
 
     @property
     def statuses(self) -> list[str]:
         """Each request's status, in request order."""
+        if self._columns is not None:
+            return ["completed"] * len(self._columns.request_ids)
         if self._maps is not None:
-            return [m["status"] for m in self._maps]
+            return ["completed" if isinstance(m, ColumnRef) else m["status"] for m in self._maps]
         return [r.status for r in self.results]
 
     @property

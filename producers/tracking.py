@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from adaserve.broker.messages import Job
+from adaserve.broker.replies import ColumnRef, ColumnsEntry
 from adaserve.producers.results import JobResult
 
 
@@ -43,7 +44,7 @@ class Tracked:
         self.deadline_ms = deadline_ms
         self.request_ids = request_ids
         self._index = {rid: i for i, rid in enumerate(request_ids)}
-        self._slots: list[dict[str, Any] | None] = [None] * len(request_ids)
+        self._slots: list[dict[str, Any] | ColumnRef | None] = [None] * len(request_ids)
         self.ended = 0
         self.duplicates = 0  # a second result for a request: never expected (the finaliser ends each once)
         self.entry_id = ""
@@ -57,6 +58,33 @@ class Tracked:
     def set_entry(self, entry_id: str) -> None:
         self.entry_id = entry_id
         self.submitted_ms = float(entry_id.split("-", 1)[0])
+
+    def add_columns(self, entry: ColumnsEntry) -> bool:
+        """File a ``columns`` entry without a map per request (the first result per request wins);
+        True when the job just finished. A job that ran as one batch, its every request in this
+        entry in order, is filed whole; the requests of one that was split over batches are each
+        filed as a reference to their row, read for the summaries and expanded only for
+        ``JobResult.results``."""
+        if self.result is not None:
+            return False
+        if not self.ended and tuple(entry.request_ids) == self.request_ids:
+            self.ended = len(self.request_ids)
+            self.result = JobResult(
+                job_id=self.job_id, app=self.app, model=self.model, run=self.run,
+                deadline_ms=self.deadline_ms, submitted_ms=self.submitted_ms, columns=entry,
+            )
+            return True
+        slots, index = self._slots, self._index
+        for j, rid in enumerate(entry.request_ids):
+            at = index.get(rid)
+            if at is None:
+                continue
+            if slots[at] is not None:
+                self.duplicates += 1
+                continue
+            slots[at] = ColumnRef(entry, j)
+            self.ended += 1
+        return self._finish()
 
     def add(self, res: dict[str, Any]) -> bool:
         """File one result map (the first per request wins); True when the job just finished."""
@@ -77,6 +105,9 @@ class Tracked:
                 return False
             self._slots[at] = res
             self.ended += 1
+        return self._finish()
+
+    def _finish(self) -> bool:
         if self.ended < len(self._slots):
             return False
         self.result = JobResult(

@@ -126,15 +126,25 @@ def finished_columns(
     exits = [default_exit if e is None else e for e in cols.exits]
     groups: dict[tuple[str, str], list[int]] = {}
     packed: list[Packed] = []
-    timings: list[dict[str, Any]] = []
+    n = len(items)
+    # the event's per-request fields as columns (``events.TIMING_COLUMNS``), not a map each
+    timing: dict[str, list[Any]] = {"job_id": [], "request_id": [], "app": [], "run": [], "status": ["completed"] * n,
+                                    "queue_ms": [], "exec_ms": [], "total_ms": [], "exit": exits,
+                                    "confidence": list(cols.confidences)}
+    job_ids, request_ids, apps, runs = timing["job_id"], timing["request_id"], timing["app"], timing["run"]
+    queues, execs, totals = timing["queue_ms"], timing["exec_ms"], timing["total_ms"]
     for i, item in enumerate(items):
         groups.setdefault((item.job_id, item.reply_to), []).append(i)
         packed.append(Packed(item.job_id, item.request_id, "completed", item.reply_to,
                              build=partial(result_of, i)))
         queue_ms, exec_ms, total_ms = _times(item, started, fin, cols.exec_ms[i])
-        timings.append({"job_id": item.job_id, "request_id": item.request_id, "app": item.app, "run": item.run,
-                        "status": "completed", "queue_ms": queue_ms, "exec_ms": exec_ms, "total_ms": total_ms,
-                        "exit": exits[i], "confidence": cols.confidences[i]})
+        job_ids.append(item.job_id)
+        request_ids.append(item.request_id)
+        apps.append(item.app)
+        runs.append(item.run)
+        queues.append(queue_ms)
+        execs.append(exec_ms)
+        totals.append(total_ms)
     entries: dict[tuple[str, str], bytes] = {}
     for key, idx in groups.items():
         if len(idx) == 1:  # a lone request goes as its own `result` entry, as before: columns save nothing
@@ -156,11 +166,13 @@ def finished_columns(
             "exit": exits if whole else [exits[i] for i in idx],
             "outputs": {k: _stacked(v if whole else v[idx]) for k, v in cols.outputs.items()},
             "timings": {"submitted_ms": sub, "dispatched_ms": batch.dispatched_ms, "started_ms": started,
-                        "finished_ms": fin, "total_ms": timings[idx[0]]["total_ms"],
-                        "queue_ms": [timings[i]["queue_ms"] for i in idx],
-                        "exec_ms": [timings[i]["exec_ms"] for i in idx]},
+                        "finished_ms": fin, "total_ms": totals[idx[0]],
+                        "queue_ms": queues if whole else [queues[i] for i in idx],
+                        "exec_ms": execs if whole else [execs[i] for i in idx]},
         })
-    event = _finished_event(batch, outcome, pool, worker, device, timings)
+    event = _finished_event(batch, outcome, pool, worker, device, [])
+    del event["items"]
+    event["columns"] = timing
     return packed, entries, packb(event)
 
 

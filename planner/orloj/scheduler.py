@@ -222,6 +222,7 @@ class OrlojScheduler(Scheduler):
         self._next_drop = min(self._next_drop, drop_at)
         q.top[slots] = top
         q.count[top] += n
+        q.members_total += n
         beta, nxt = self._columns(top)
         q.beta[:, slots] = beta if n == 1 else beta[:, None]
         q.next_ms[:, slots] = nxt if n == 1 else nxt[:, None]
@@ -268,6 +269,7 @@ class OrlojScheduler(Scheduler):
         self._next_drop = min(self._next_drop, float(q.drop_at[slots].min()))
         q.top[slots] = tops
         np.add.at(q.count, tops, 1)
+        q.members_total += n
         member = np.arange(q.n)[:, None] <= tops[None, :]  # (sizes, n): the queues each joins
         q.beta[:, slots] = np.where(member, 0.0, -np.inf)  # a member, scored when first read
         q.next_ms[:, slots] = np.where(member, -np.inf, np.inf)

@@ -45,7 +45,8 @@ def test_hotpaths_times_every_piece_on_a_real_job() -> None:
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
     pieces = out["us_per_request"]
-    assert set(pieces) == {"job_submit", "job_decode", "batch_build", "batch_build_columns", "batch_unpack", "batch_decode",
+    assert set(pieces) == {"job_submit", "job_decode", "job_submit_columns", "job_decode_columns",
+                           "batch_build", "batch_build_columns", "batch_unpack", "batch_decode",
                            "batch_read", "batch_read_columns", "inputs_gather", "inputs_gather_columns",
                            "results_collect", "results_validate", "worker_rows", "worker_columns", "columns_collect"}
     for v in pieces.values():

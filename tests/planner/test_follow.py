@@ -192,3 +192,24 @@ def test_a_batch_finished_read_quickly_is_what_validation_gives() -> None:
     assert quick.apps == ("a0", "a1", "a2") and quick.item_exec_ms == (0.5, 1.5, 2.5) and quick.part == 1
     assert _quick_finished({**body, "items": [{"app": 3, "exec_ms": 1.0}]}) is None
     assert _quick_finished({**body, "ts": "soon"}) is None and _quick_finished({"event": "job.accepted"}) is None
+
+
+def test_a_batch_finished_in_columns_read_quickly_is_what_validation_gives() -> None:
+    """A batch that completed whole is reported with its requests' fields as columns; the follower
+    reads them per batch, and what it reads is the validated event's."""
+    import msgpack
+
+    from adaserve.broker.codec import decode
+    from adaserve.planner.follow import Finished, _quick_finished
+
+    body = {"v": 1, "type": "event", "event": "batch.finished", "ts": 5.0, "batch_id": "b", "pool": "cpu",
+            "worker": "w", "model": "m", "variant": "v", "device": "cpu", "size": 3, "exec_ms": 2.0, "part": None,
+            "columns": {"job_id": ["j"] * 3, "request_id": ["r0", "r1", "r2"], "app": ["a0", "a1", "a0"],
+                        "run": [""] * 3, "status": ["completed"] * 3, "queue_ms": [1.0, 1.0, 1.0],
+                        "exec_ms": [0.5, 1.5, 2], "total_ms": [3.0] * 3, "exit": [None] * 3,
+                        "confidence": [0.9, None, 0.1]}}
+    quick = _quick_finished(body)
+    assert quick is not None and quick == Finished.of(decode(msgpack.packb(body)))
+    assert quick.apps == ("a0", "a1", "a0") and quick.item_exec_ms == (0.5, 1.5, 2.0) and quick.lm == ()
+    assert _quick_finished({**body, "columns": {**body["columns"], "app": ["a0"]}}) is None  # type: ignore[dict-item]
+    assert _quick_finished({**body, "columns": "x"}) is None

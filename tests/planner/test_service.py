@@ -322,3 +322,37 @@ def test_a_planner_whose_slots_never_free_says_what_holds_it(
     assert told, caplog.messages
     assert "'inflight': 2" in told[0] and "'slots': 2" in told[0] and "'pending': 2" in told[0]
     assert "c0_ms" in told[0]  # the policy's own belief (ORLOJ's batch latency fit) is in the line
+
+
+def _columns_job(jid: str, rows: np.ndarray, model: str = "m") -> bytes:
+    """A job sent in columns (docs/wire.md, *Jobs in columns*): one stacked tensor, n ids."""
+    body = {"v": 1, "type": "job", "id": jid, "model": model, "reply_to": "client", "slo": {"deadline_ms": 2000},
+            "request_ids": [f"r{i}" for i in range(len(rows))],
+            "inputs": {"x": {"dtype": "float32", "shape": list(rows.shape), "data": rows.astype(np.float32).tobytes()}}}
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def test_a_job_in_columns_is_served_per_request_as_a_job_sent_request_by_request(
+    pipeline: PeerWorker, r: redis.Redis[bytes], settings: Settings,
+) -> None:
+    k = Keys(settings.namespace)
+    rows = np.stack([np.full(2, i, np.float32) for i in range(6)])
+    streams.publish(r, k.jobs, _columns_job("cols", rows))
+    streams.publish(r, k.jobs, encode(_job("reqs", n=3)))  # shares batches with the job in columns
+    streams.publish(r, k.jobs, _columns_job("nope", rows[:2], model="nope"))
+    streams.publish(r, k.jobs, _columns_job("shape", np.zeros((2, 3), np.float32)))
+    nan = rows[:3].copy()
+    nan[1, 0] = np.nan
+    streams.publish(r, k.jobs, _columns_job("nan", nan))
+    results = _collect(r, k, 6 + 3 + 2 + 2 + 3)
+    got = sorted((x.job_id, x.request_id, x.status, x.prediction) for x in results)
+    assert [g for g in got if g[0] == "cols"] == [("cols", f"r{i}", "completed", 2 * i) for i in range(6)]
+    assert [g[2] for g in got if g[0] == "reqs"] == ["completed"] * 3
+    # a refused job in columns gets one rejected result per request id, with the reason
+    for jid, n, reason in (("nope", 2, "unknown_model"), ("shape", 2, "schema"), ("nan", 3, "non_finite")):
+        mine = [x for x in results if x.job_id == jid]
+        assert sorted(x.request_id for x in mine) == [f"r{i}" for i in range(n)]
+        assert {x.status for x in mine} == {"rejected"} and all(x.reason.startswith(reason) for x in mine), mine
+    time.sleep(0.3)
+    assert len(results) == len({(x.job_id, x.request_id, x.status) for x in results})  # each exactly once
+    assert r.xpending(k.jobs, "planners")["pending"] == 0

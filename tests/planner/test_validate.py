@@ -95,3 +95,41 @@ def test_a_misfit_says_so_before_its_values_are_looked_at() -> None:
     with pytest.raises(InvalidMessage) as exc:
         check_job(_job(np.full((1, 5), np.nan, np.float32)), known=True, inputs=SPEC)
     assert exc.value.reason == "schema"
+
+
+def _stacked(rows: np.ndarray, name: str = "audio") -> tuple[Job, dict[str, dict[str, object]]]:
+    """A job sent in columns, and the stacked inputs admission passes with it."""
+    from adaserve.broker.tensors import wire_of
+
+    body = {"id": "j", "model": "m", "reply_to": "c", "slo": {"deadline_ms": 100},
+            "request_ids": [f"r{i}" for i in range(len(rows))], "inputs": {name: wire_of(rows)}}
+    return Job.model_validate(body), body["inputs"]  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(("rows", "name", "allow", "reason"), [
+    (np.zeros((3, 1, 4), np.float32), "audio", (), None),
+    (np.zeros((3, 1, 4), np.float16), "audio", (), None),
+    (np.zeros((3, 1, 5), np.float32), "audio", (), "schema"),
+    (np.zeros((3, 1, 4), np.int64), "audio", (), "schema"),
+    (np.zeros((3, 1, 4), np.float32), "image", (), "schema"),
+    (np.array([[[0, 1, 2, 3]], [[0, 1, np.nan, 3]], [[0, 0, 0, 0]]], np.float32), "audio", (), "non_finite"),
+    (np.array([[[0, 1, 2, 3]], [[0, 1, np.inf, 3]], [[0, 0, 0, 0]]], np.float16), "audio", (), "non_finite"),
+    (np.array([[[0, 1, 2, 3]], [[0, 1, np.nan, 3]], [[0, 0, 0, 0]]], np.float32), "audio", ("m",), None),
+    (np.full((3, 1, 5), np.nan, np.float32), "audio", (), "schema"),
+])
+def test_a_job_in_columns_gets_the_answer_its_requests_get_one_by_one(
+        rows: np.ndarray, name: str, allow: tuple[str, ...], reason: str | None) -> None:
+    job, stacked = _stacked(rows, name)
+    lim = load_limits(allow_non_finite=allow)
+
+    def answer(**kw: object) -> tuple[str, str] | None:
+        try:
+            check_job(job, known=True, inputs=SPEC, limits=lim, **kw)  # type: ignore[arg-type]
+        except InvalidMessage as exc:
+            return exc.reason, exc.detail
+        return None
+
+    got = answer(stacked=stacked)
+    assert got == answer() and (got[0] if got else None) == reason
+    if reason == "non_finite":
+        assert got is not None and "request r1" in got[1]  # the row that holds it, not the job

@@ -218,3 +218,29 @@ def test_poll_with_nothing_in_flight_waits_its_timeout_instead_of_returning_at_o
         h = c.submit(make_job("m", arrays(1), 1000))  # wakes the waiting poll, which then reads
         waiter.join(6)
         assert got == [h.job_id]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_job_is_filed_from_columns_entries_whole_or_request_by_request(settings: Settings, r, split: bool) -> None:
+    """A job that ran as one batch comes back as one ``columns`` entry, filed whole; a job split
+    over batches (two entries) is filed per request: the same results either way."""
+    import msgpack
+
+    with Client(settings) as c:
+        h = c.submit(make_job("m", arrays(3, 1, 4), 1000))
+        parts = [["0", "1"], ["2"]] if split else [["0", "1", "2"]]
+        for ids in parts:
+            n = len(ids)
+            body = {"v": 1, "type": "columns", "job_id": h.job_id, "app": "default", "model": "m", "plan": None,
+                    "worker": "w", "job_accuracy": None, "status": "completed", "request_ids": ids,
+                    "prediction": [int(i) + 7 for i in ids], "confidence": [0.5] * n, "exit": [None] * n,
+                    "outputs": {}, "timings": {"submitted_ms": 1.0, "dispatched_ms": 2.0, "started_ms": 3.0,
+                                               "finished_ms": 9.0, "total_ms": 8.0, "queue_ms": [1.0] * n,
+                                               "exec_ms": [2.0] * n}}
+            r.xadd(c.reply_stream, {b"m": msgpack.packb(body, use_bin_type=True)})
+        res = h.result(timeout=5)
+        assert (res._columns is None) == split  # filed whole only when one entry held the whole job
+        if split:  # filed as references to the entries' rows, no map per request until .results
+            assert res._maps is not None and all(type(m).__name__ == "ColumnRef" for m in res._maps)
+        assert res.predictions == [7, 8, 9] and res.ok and [x.request_id for x in res.results] == ["0", "1", "2"]
+        assert c.duplicates == 0 and c.orphans == 0

@@ -47,3 +47,43 @@ def test_requests_changed_after_the_job_was_built_are_validated_again() -> None:
     assert _validated_maps(job, load_limits()) is None
     with pytest.raises(InvalidMessage):
         encode_checked(job, load_limits())
+
+
+def test_a_map_of_stacked_arrays_is_sent_in_columns_and_stands_for_its_rows() -> None:
+    import msgpack
+
+    rows = np.arange(12, dtype=np.float32).reshape(3, 4)
+    lim = load_limits()
+    columns = make_job("m", {"x": rows}, 500.0, job_id="j", request_ids=["a", "b", "c"])
+    one_by_one = make_job("m", [{"x": r} for r in rows], 500.0, job_id="j", request_ids=["a", "b", "c"])
+    assert columns == one_by_one
+    raw = encode_checked(columns, lim, reply_to="me")
+    body = msgpack.unpackb(raw)
+    assert "requests" not in body and body["request_ids"] == ["a", "b", "c"]
+    assert body["inputs"]["x"]["shape"] == [3, 4] and body["inputs"]["x"]["data"] == rows.tobytes()
+    assert decode(raw, lim, expect=Job) == decode(encode_checked(one_by_one, lim, reply_to="me"), lim, expect=Job)
+
+
+@pytest.mark.parametrize(("inputs", "kw", "says"), [
+    ({"x": np.zeros((3, 4), np.float32), "y": np.zeros((2, 4), np.float32)}, {}, "rows"),
+    ({"x": np.float32(1.0)}, {}, "not an array"),
+    ({"x": [1, 2]}, {}, "not an array"),
+    ({"x": np.zeros((3, 4), np.float32)}, {"request_ids": ["a"]}, "1 request ids for 3 rows"),
+    ({"x": np.zeros((3, 4), np.float32)}, {"kind": "generate"}, "forward requests only"),
+    ({"x": np.zeros((3, 4), np.complex64)}, {}, "not allowed"),
+    ({}, {}, "one input or more"),
+])
+def test_a_bad_job_in_columns_is_refused_before_it_is_sent(inputs: dict[str, object], kw: dict[str, object],
+                                                          says: str) -> None:
+    with pytest.raises(InvalidMessage) as got:
+        make_job("m", inputs, 500.0, **kw)  # type: ignore[arg-type]
+    assert says in got.value.detail, got.value.detail
+
+
+def test_a_job_in_columns_holding_nan_names_the_request() -> None:
+    rows = np.zeros((3, 4), np.float32)
+    rows[2, 1] = np.nan
+    with pytest.raises(InvalidMessage) as got:
+        encode_checked(make_job("m", {"x": rows}, 500.0), load_limits())
+    assert got.value.reason == "non_finite" and "request 2" in got.value.detail
+    encode_checked(make_job("m", {"x": rows}, 500.0), load_limits(allow_non_finite=("m",)))

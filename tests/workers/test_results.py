@@ -7,7 +7,7 @@ import pytest
 
 from adaserve.broker import Tensor
 from adaserve.broker.codec import decode
-from adaserve.broker.events import BatchFinished
+from adaserve.broker.events import TIMING_COLUMNS, BatchFinished, RequestTiming, timing_rows
 from adaserve.broker.messages import Batch, BatchItem, Placement, Plan, Result
 from adaserve.workers.execute import BatchOutcome, ColumnItems, Columns, ItemOutcome, WireRow
 from adaserve.workers.results import failed_from_raw, finished, finished_columns
@@ -137,7 +137,10 @@ def test_a_columns_entry_reads_back_as_each_result_it_stands_for() -> None:
     assert [(p.job_id, p.request_id, p.status, p.reply_to) for p in packed] == [
         (p.job_id, p.request_id, p.status, p.reply_to) for p in old]
     assert [p.encoded() for p in packed] == [p.raw for p in old]  # a redelivery's own entries
-    assert unpack(event) == unpack(old_event)
+    # the event's columns are the per-request items of the event ``finished`` writes
+    new_map, old_map = unpack(event), unpack(old_event)
+    assert timing_rows(new_map.pop("columns")) == old_map.pop("items") and new_map == old_map
+    assert decode(event) == decode(old_event)
     lone = read_reply(packed[2].encoded())[0]
     assert (lone.request_id, lone.exit, lone.timings.queue_ms, lone.timings.exec_ms) == ("q0", 2, 17.5, 6.0)
 
@@ -163,3 +166,20 @@ def test_a_columns_entry_that_does_not_add_up_is_refused() -> None:
     for body in broken:
         with pytest.raises(InvalidMessage):
             read_reply_maps(msgpack.packb(body, use_bin_type=True))
+
+
+def test_the_event_s_columns_are_every_field_of_a_request_s_timing_but_lm() -> None:
+    # a field added to RequestTiming must be added to the columns (or to what they leave out)
+    assert set(TIMING_COLUMNS) == set(RequestTiming.model_fields) - {"lm"}
+
+
+@pytest.mark.parametrize("columns", [
+    "x", {}, {k: [] for k in TIMING_COLUMNS if k != "run"}, {**{k: [1] for k in TIMING_COLUMNS}, "app": "a"},
+    {**{k: [1] for k in TIMING_COLUMNS}, "app": ["a", "b"]},
+])
+def test_a_batch_finished_with_columns_that_are_not_is_refused(columns: object) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        BatchFinished.model_validate({"ts": 1.0, "batch_id": "b", "pool": "p", "worker": "w", "model": "m",
+                                      "size": 1, "exec_ms": 1.0, "columns": columns})
