@@ -70,9 +70,9 @@ class HeliosParams:
     # same prompts. Each evaluation batch is also read by every other shortlisted candidate in a
     # prefill-only scoring pass at its evaluation depth (``score_with``: up to ``score_prompts``
     # prompts each per round), a breach trip first has that many of the next prompts scored by
-    # the others before it weighs load-more against switch, evaluations run at the shallowest
-    # depth the repository admits, and a re-assessment keeps the serving model's exits when no
-    # breach tripped since the last selection. Off: the decisions of the fourth session.
+    # the others before it weighs load-more against switch, and evaluations run at the shallowest
+    # depth the repository admits; a re-assessment keeps the candidates' rows for their speed.
+    # Off: the decisions of the fourth session.
     paired: bool = True
     score_prompts: int = 5
 
@@ -130,8 +130,6 @@ class Helios:
         # different rates trade places on every trip).
         self._left: set[str] = set()
         self._stale: set[str] = set()  # candidates whose rows the running re-assessment replaces
-        self._steady: str | None = None  # the serving model, when no breach tripped since the selection
-        self._trips_since_select = 0
         # a breach trip's probe: candidate -> depth it scores at; prompts sent to score, scored back
         self._probe: dict[str, int] = {}
         self._probe_out: dict[str, int] = {}
@@ -238,7 +236,6 @@ class Helios:
         # each candidate's rows are dropped when its first evaluation result comes in (not now:
         # the table stays readable meanwhile), so the choice rests on today's traffic only
         self._stale = {c.name for c in self.shortlist}
-        self._steady = self.model if self._trips_since_select == 0 else None
         self._probe, self._probe_out, self._probe_seen = {}, {}, {}
         self.phase = "evaluate"
         self._eval_sent = [0] * len(self.shortlist)
@@ -305,15 +302,15 @@ class Helios:
     def _renew(self, model: str) -> None:
         """A re-assessment's first evidence of ``model`` came in: its older figures go. Unpaired,
         its rows go (rows from before a task change would outvote a handful of prompts). Paired,
-        the rows stay for their speed (a depth's speed does not change with the traffic), and the
-        serving model's exits stay too when no breach tripped since the last selection; its
-        perplexity, like every candidate's, counts from here on, on the prompts all candidates
-        read."""
+        the rows stay for their speed (a depth's speed does not change with the traffic); its
+        perplexity and exits count from here on, on the prompts every candidate reads. (Keeping
+        the serving model's exits when no breach tripped since the selection was measured: no
+        better, docs/helios.md.)"""
         self._stale.discard(model)
         if not self.p.paired:
             self.pht.forget({model})
             return
-        self.pht.restart({model}, exits=model != self._steady)
+        self.pht.restart({model})
 
     def _maybe_drop_back(self, obs: BatchObs) -> None:
         """A load-more answered a burst of breaches; once the last ``window`` tokens at the deeper
@@ -360,7 +357,6 @@ class Helios:
         self._floor = c.depth
         self._left.clear()
         self.phase, self._since_select = "serve", 0
-        self._trips_since_select = 0
         self.counts["evaluations"] += 1
         self.events.append(("helios.evaluated", self._body(c, before)))
         if not first and c.model != before[0]:
@@ -370,7 +366,6 @@ class Helios:
 
     def _breach(self) -> None:
         self.counts["breach_trips"] += 1
-        self._trips_since_select += 1
         if not self.p.partial and not self.p.switching:
             self.cbc.reset()
             return

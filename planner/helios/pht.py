@@ -213,7 +213,8 @@ class PerformanceHistory:
     def restart(self, models: set[str], exits: bool = True) -> None:
         """Keep ``models``' rows for their speed, but count their perplexity (and, with ``exits``,
         their exits) from here on: a re-assessment compares the candidates on its own prompts,
-        while the speed of a depth does not change with the traffic."""
+        while the speed of a depth does not change with the traffic. A breach trip's probe keeps
+        the exits (the breaches that tripped are the evidence a load-more is weighed on)."""
         for (m, _), r in self.rows.items():
             if m in models:
                 r.restart(exits)
