@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from adaserve.broker.errors import ConfigError
 
@@ -70,9 +70,10 @@ class HeliosParams:
     # same prompts. Each evaluation batch is also read by every other shortlisted candidate in a
     # prefill-only scoring pass at its evaluation depth (``score_with``: up to ``score_prompts``
     # prompts each per round), a breach trip first has that many of the next prompts scored by
-    # the others before it weighs load-more against switch, and evaluations run at the shallowest
-    # depth the repository admits; a re-assessment keeps the candidates' rows for their speed.
-    # Off: the decisions of the fourth session.
+    # the others before it weighs load-more against switch (perplexity counted, while scores come
+    # back, on the scored prompts only), evaluations run at the shallowest depth the repository
+    # admits, and a re-assessment keeps the rows for their speed and the serving model's exits
+    # since the last decision when no breach tripped since. Off: the fourth session's decisions.
     paired: bool = True
     score_prompts: int = 5
 
@@ -135,6 +136,9 @@ class Helios:
         self._probe_out: dict[str, int] = {}
         self._probe_seen: dict[str, int] = {}
         self._probe_served = 0  # prompts the current model served since the probe began
+        self._tripped_since = False  # a breach tripped since the last decision
+        self._scoring_seen = False  # some batch came back with scoring passes (the worker runs them)
+        self._steady: str | None = None  # the serving model at a re-assessment, when none did
 
     def set_budget(self, memory_mb: float | None, context_tokens: int | None = None) -> None:
         """The serving pool's memory budget (and context per sequence) bounds evaluation batches."""
@@ -236,6 +240,7 @@ class Helios:
         # each candidate's rows are dropped when its first evaluation result comes in (not now:
         # the table stays readable meanwhile), so the choice rests on today's traffic only
         self._stale = {c.name for c in self.shortlist}
+        self._steady = None if self._tripped_since else self.model
         self._probe, self._probe_out, self._probe_seen = {}, {}, {}
         self.phase = "evaluate"
         self._eval_sent = [0] * len(self.shortlist)
@@ -258,6 +263,9 @@ class Helios:
         ev = self._is_eval(obs) if self.phase == "evaluate" else None
         if obs.model in self._stale and ev is not None:
             self._renew(obs.model)
+        self._scoring_seen = self._scoring_seen or bool(obs.scored)
+        if self.p.paired and self._scoring_seen and (self.phase == "evaluate" or self._probe):
+            obs = self._paired_part(obs)
         self.pht.record(obs)
         for s in obs.scored:
             if s.model not in self.by_name:
@@ -299,18 +307,31 @@ class Helios:
             self._maybe_drop_back(obs)
         return self._take()
 
+    @staticmethod
+    def _paired_part(obs: BatchObs) -> BatchObs:
+        """``obs`` with the perplexity of only the requests the other candidates also read (the
+        batch's first ones): a decision compares the candidates on the same prompts, and a batch
+        larger than the scoring passes would otherwise outweigh them with prompts of its own."""
+        k = min((len(s.items) for s in obs.scored), default=0)
+        if k >= len(obs.items):
+            return obs
+        return replace(obs, items=obs.items[:k] + tuple(replace(i, prompt_ppl=None) for i in obs.items[k:]))
+
     def _renew(self, model: str) -> None:
         """A re-assessment's first evidence of ``model`` came in: its older figures go. Unpaired,
         its rows go (rows from before a task change would outvote a handful of prompts). Paired,
-        the rows stay for their speed (a depth's speed does not change with the traffic); its
-        perplexity and exits count from here on, on the prompts every candidate reads. (Keeping
-        the serving model's exits when no breach tripped since the selection was measured: no
-        better, docs/helios.md.)"""
+        the rows stay for their speed (a depth's speed does not change with the traffic), its
+        perplexity counts from here on, on the prompts every candidate reads, and so do its exits,
+        except the serving model's when no breach tripped since the decision that put it in
+        service: the traffic has not moved under it, and its exits since then (up to a window of
+        batches) decide its depth better than a handful of evaluation prompts (whose coverage
+        misses the bar 15% of the time on Shakespeare at depth 2; docs/helios.md)."""
         self._stale.discard(model)
         if not self.p.paired:
             self.pht.forget({model})
             return
-        self.pht.restart({model})
+        steady = model == self._steady
+        self.pht.restart({model}, exits=not steady, since_mark=steady)
 
     def _maybe_drop_back(self, obs: BatchObs) -> None:
         """A load-more answered a burst of breaches; once the last ``window`` tokens at the deeper
@@ -339,6 +360,7 @@ class Helios:
                    for k in self.by_name[self.model].depths if self._floor <= k <= before[1]]
         self.depth = d
         self.cbc.reset()
+        self._decided()
         self._recent.clear()
         self.counts["drops"] += 1
         self.events.append(("helios.dropped_back", {
@@ -366,6 +388,7 @@ class Helios:
 
     def _breach(self) -> None:
         self.counts["breach_trips"] += 1
+        self._tripped_since = True
         if not self.p.partial and not self.p.switching:
             self.cbc.reset()
             return
@@ -397,6 +420,7 @@ class Helios:
             self._tripped_at = self.cbc.count
         self.cbc.reset()
         if c.action == "stay" or (c.model, c.depth) == before:
+            self._decided()
             return
         self._apply(c)
         if c.action == "load_more":
@@ -412,6 +436,11 @@ class Helios:
     def _apply(self, c: Choice) -> None:
         self.model, self.depth = c.model, c.depth
         self.cbc.reset()
+        self._decided()
+
+    def _decided(self) -> None:
+        self.pht.mark(self.model)
+        self._tripped_since = False
 
     def _body(self, c: Choice, before: tuple[str, int]) -> dict[str, object]:
         return {"family": self.family, "objective": self.objective, "from_model": before[0],

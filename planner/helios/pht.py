@@ -110,6 +110,7 @@ class Row:
     # and unless kept, their exits, are from before the running re-assessment
     ppl_since: int = 0
     exits_since: int = 0
+    mark: int = 0  # batches added when the last decision put this model in service
 
     def add(self, obs: BatchObs) -> None:
         self.batches.append(obs)
@@ -119,11 +120,14 @@ class Row:
         if obs.load_s is not None:
             self.load_s = obs.load_s
 
-    def restart(self, exits: bool) -> None:
-        """Evidence from here on only: perplexity always, exits too when ``exits``."""
+    def restart(self, exits: bool, since_mark: bool = False) -> None:
+        """Evidence from here on only: perplexity always, exits too when ``exits`` (or, with
+        ``since_mark``, exits from the last ``mark`` on)."""
         self.ppl_since = self.added
         if exits:
             self.exits_since = self.added
+        elif since_mark:
+            self.exits_since = max(self.exits_since, self.mark)
         self.scored.clear()
 
     def _since(self, first: int) -> list[BatchObs]:
@@ -210,14 +214,20 @@ class PerformanceHistory:
         row.add_scored(s.items)
         return row
 
-    def restart(self, models: set[str], exits: bool = True) -> None:
+    def mark(self, model: str) -> None:
+        """A decision put ``model`` in service: ``restart`` may keep its exits from here on."""
+        for (m, _), r in self.rows.items():
+            if m == model:
+                r.mark = r.added
+
+    def restart(self, models: set[str], exits: bool = True, since_mark: bool = False) -> None:
         """Keep ``models``' rows for their speed, but count their perplexity (and, with ``exits``,
         their exits) from here on: a re-assessment compares the candidates on its own prompts,
         while the speed of a depth does not change with the traffic. A breach trip's probe keeps
         the exits (the breaches that tripped are the evidence a load-more is weighed on)."""
         for (m, _), r in self.rows.items():
             if m in models:
-                r.restart(exits)
+                r.restart(exits, since_mark)
 
     def forget(self, models: set[str]) -> None:
         """Drop every row of ``models``: a re-assessment measures them afresh on today's traffic

@@ -126,21 +126,55 @@ def test_a_probe_without_scores_still_decides(cands: list[Candidate]) -> None:
     assert not h._probe and ("helios.switched" in events or "helios.loaded_more" in events)
 
 
-def test_a_reassessment_keeps_the_rows_speed_but_reads_accuracy_and_exits_afresh(cands: list[Candidate]) -> None:
+def test_a_steady_reassessment_keeps_the_serving_models_exits_since_its_selection(cands: list[Candidate]) -> None:
     h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, reassess=20))
     _evaluate(h, {"small": 5.1, "deep": 5.0}, {"small": 5.1, "deep": 5.0}, paired=True)
     assert (h.model, h.depth) == ("small", 2)  # depth 1 is confident but 5.5% off deep whole
     _serve(h, 20, SMALL_EXITS, 5.1, scores={"deep": 5.0})
-    assert h.phase == "evaluate"
+    assert h.phase == "evaluate" and h.counts["breach_trips"] == 0
     served = h.pht.rows[("small", 2)]
     rate = served.tokens_per_s()
-    assert sum(served.exit_counts()) == 23 * 16
     assert h.target()[:2] == ("small", 1)  # its greedy depth on what it served
     _evaluate(h, {"small": 5.1, "deep": 5.0}, {"small": 5.1, "deep": 5.0}, paired=True)
-    # the served batches still give the depth's speed; nothing of them counts for accuracy or exits
-    assert served.tokens_per_s() == rate and sum(served.exit_counts()) == 0 and served.perplexity() is None
-    assert h.pht.exit_share("small", 1) == 1.0 and sum(h.pht.exit_distribution("small").values()) == 3 * 16
+    # the 20 prompts served since the selection still count for its exits (not the evaluation's
+    # 3 from before it); their perplexity does not; the rows keep their speed
+    assert served.tokens_per_s() == rate and served.perplexity() is None
+    assert sum(served.exit_counts()) == 20 * 16
+    assert sum(h.pht.exit_distribution("small").values()) == 23 * 16
     assert len(h.pht.rows[("small", 1)].scored) == 3 and h.pht.rows[("small", 1)].prompts == 3
+    # the other candidate's exits are read afresh
+    assert sum(h.pht.exit_distribution("deep").values()) == 3 * 16
+
+
+def test_after_a_trip_a_reassessment_reads_every_candidates_exits_afresh(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, reassess=6, score_prompts=50))
+    _evaluate(h, {"small": 5.1, "deep": 5.0}, {"small": 5.1, "deep": 5.0}, paired=True)
+    assert h.model == "small"
+    # the task changes: a trip (its probe still waiting for scores) before the re-assessment
+    _serve(h, 6, (14, 1, 1), 5.1, scores={"deep": 5.0})
+    assert h.counts["breach_trips"] == 1 and h.phase == "evaluate" and h.model == "small"
+    _evaluate(h, {"small": 5.1, "deep": 5.0}, {"small": 5.1, "deep": 5.0}, paired=True)
+    assert sum(h.pht.exit_distribution("small").values()) == 3 * 16  # the evaluation's alone
+
+
+def test_while_scores_come_back_only_the_scored_prompts_count_for_perplexity(cands: list[Candidate]) -> None:
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, score_prompts=2))
+    model, depth, _ = h.target()
+    plan = h.score_with(model, 6)
+    h.dispatched(model, depth, 6)
+    items = tuple(ItemStats(16, 0, SMALL_EXITS, p) for p in (5.0, 5.0, 9.0, 9.0, 9.0, 9.0))
+    h.observe(BatchObs(model, depth, 6, 0.05, items, scored=tuple(_scores(m, d, [5.0] * n) for m, d, n in plan)))
+    row = h.pht.rows[(model, depth)]
+    # the four prompts deep did not read do not count for small's perplexity; they count for its
+    # exits and speed
+    assert row.perplexity() == pytest_approx(5.0) and row.prompts == 6 and sum(row.exit_counts()) == 6 * 16
+    # a worker that never scores: every served prompt counts, as unpaired
+    u = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, score_prompts=2))
+    model, depth, _ = u.target()
+    u.score_with(model, 6)
+    u.dispatched(model, depth, 6)
+    u.observe(BatchObs(model, depth, 6, 0.05, items))
+    assert u.pht.rows[(model, depth)].perplexity() == pytest_approx((5.0 ** 2 * 9.0 ** 4) ** (1 / 6))
 
 
 def test_restart_keeps_speed_and_counts_perplexity_afresh() -> None:
