@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from adaserve.bench.helios_trace import BATCHES, Costs, Trace
-from adaserve.planner.helios import BatchObs, Candidate, DepthFigures, Helios, HeliosParams, ItemStats
+from adaserve.planner.helios import BatchObs, Candidate, DepthFigures, Helios, HeliosParams, ItemStats, ScoredObs
 from adaserve.planner.helios.decide import batch_for_memory
 
 
@@ -70,6 +70,7 @@ class Run:
     evaluations: int = 0
     breach_tokens: int = 0
     breach_same: int = 0  # breaching tokens whose token at the served exit is the whole model's
+    scoring_s: float = 0.0  # seconds of prefill-only scoring passes (paired evaluation)
 
     def figures(self) -> dict[str, object]:
         span = max(self.last_done - self.first_arrival, 1e-9)
@@ -81,7 +82,7 @@ class Run:
                 "cpu_s_per_token": self.busy_s / max(self.tokens, 1), "mean_batch": float(np.mean(self.batches)),
                 "exits": dict(sorted(self.exits.items())), "loads": self.loads, "switches": self.switches,
                 "loaded_more": self.loaded_more, "dropped_back": self.dropped_back, "breach_trips": self.breach_trips,
-                "evaluations": self.evaluations,
+                "evaluations": self.evaluations, "scoring_s": self.scoring_s,
                 "breach_unchanged": self.breach_same / self.breach_tokens if self.breach_tokens else None}
 
 
@@ -125,7 +126,7 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
             load = c.load_s[depth]
             run.loads += 1
         held[(model, depth)] = len(run.batches)  # last used
-        _evict(held, costs, memory_mb, keep=(model, depth))
+        _evict(held, costs, memory_mb, keep={(model, depth)})
         ei = tr.exits.index(depth) if depth in tr.exits else len(tr.exits) - 1
         if policy.startswith("static-"):
             p = batch[0]
@@ -140,6 +141,20 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         else:
             exec_s = _at(c.prefill_s[depth], size) + (new - 1) * _at(c.step_s[depth], size)
             run.exits[f"{model}@{depth}"] = run.exits.get(f"{model}@{depth}", 0) + new * size
+        scored: list[ScoredObs] = []
+        scoring = 0.0  # the other candidates' prefill-only passes over this batch, after it
+        if helios is not None:
+            for other, sd, rows in helios.score_with(model, size):
+                if (other, sd) not in held:
+                    scoring += costs[other].load_s[sd]
+                    run.loads += 1
+                held[(other, sd)] = len(run.batches)
+                _evict(held, costs, memory_mb, keep={(other, sd), (model, depth)})
+                # one prefill over the first ``rows`` prompts (the measured prefill: it includes
+                # a first token's head, a little more than a scoring pass needs)
+                scoring += _at(costs[other].prefill_s[sd], rows)
+                scored.append(ScoredObs(other, sd, tuple(_scored(traces[other], p, sd) for p in batch[:rows])))
+            run.scoring_s += scoring
         start = now + load
         for p in batch:
             run.ttft.append(start + (exec_s / new if not policy.startswith("static-") else static_ttft)
@@ -151,8 +166,8 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
             breach = (e == 0) | (e > depth)
             run.breach_tokens += int(breach.sum()) if not policy.startswith("static-") else 0
             run.breach_same += int((breach & tr.agree[p, :, ei]).sum()) if not policy.startswith("static-") else 0
-        now = start + exec_s
-        run.busy_s += load + exec_s
+        now = start + exec_s + scoring  # the answers are out before the scoring; the slot is not
+        run.busy_s += load + exec_s + scoring
         run.tokens += new * size
         run.batches.append(size)
         run.last_done = now
@@ -163,7 +178,7 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
         if helios is not None:
             helios.dispatched(model, depth, size, waiting)
             items = tuple(_item(tr, p, depth, ei, new) for p in batch)
-            helios.observe(BatchObs(model, depth, size, exec_s, items, load if load > 0 else None))
+            helios.observe(BatchObs(model, depth, size, exec_s, items, load if load > 0 else None, tuple(scored)))
             helios.events.clear()
     if helios is not None:
         run.loaded_more = helios.counts["loads"]
@@ -176,13 +191,20 @@ def simulate(policy: str, arrivals: np.ndarray, traces: dict[str, Trace], costs:
 
 
 def _evict(held: dict[tuple[str, int], int], costs: dict[str, Costs], memory_mb: float,
-           keep: tuple[str, int]) -> None:
+           keep: set[tuple[str, int]]) -> None:
     budget = memory_mb * 2**20
     while sum(costs[m].weight_bytes[d] for m, d in held) > budget:
-        victims = [k for k in held if k != keep]
+        victims = [k for k in held if k not in keep]
         if not victims:
             return  # the one in use alone exceeds the budget: it is served anyway
         del held[min(victims, key=lambda k: held[k])]
+
+
+def _scored(tr: Trace, p: int, depth: int) -> ItemStats:
+    """What ``tr``'s model reads of prompt ``p`` in a prefill-only pass at ``depth``: the prompt's
+    perplexity there (no tokens: nothing is generated)."""
+    ei = tr.exits.index(depth) if depth in tr.exits else len(tr.exits) - 1
+    return ItemStats(0, 0, (), float(tr.ppl[p, ei]))
 
 
 def _item(tr: Trace, p: int, depth: int, ei: int, new: int) -> ItemStats:

@@ -100,6 +100,16 @@ class BatchDispatched(_Ev):
     rate_batch: int | None = None
 
 
+class LmScored(BaseModel):
+    """A request's prompt as another model read it in a scoring pass (``Plan.score``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    model: str = Field(max_length=64)
+    depth: int = Field(ge=0, le=1024)
+    prompt_ppl: float | None = None
+
+
 class LmStats(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -107,6 +117,7 @@ class LmStats(BaseModel):
     breaches: int = Field(ge=0)
     exits: list[int] = Field(default_factory=list, max_length=1024)
     prompt_ppl: float | None = None
+    scored: list[LmScored] = Field(default_factory=list, max_length=8)
 
 
 class RequestTiming(BaseModel):

@@ -176,6 +176,15 @@ class Placement(_Wire):
     prev_pool: str | None = None
 
 
+class ScoreWith(_Wire):
+    """A prefill-only pass of another model over the first ``rows`` prompts of the batch, after
+    it has run: each prompt's perplexity under that model (HELIOS's paired evaluation)."""
+
+    model: str = Field(pattern=_ID, min_length=1, max_length=64)
+    variant: str = Field(pattern=_ID, min_length=1, max_length=64)
+    rows: int = Field(ge=1, le=1024)
+
+
 class Plan(_Wire):
     """How a batch is served. Every knob is present from the start; defaults mean 'as built'."""
 
@@ -184,6 +193,7 @@ class Plan(_Wire):
     exit: int | None = None
     placement: Placement = Placement()
     priority: float = 0.0
+    score: tuple[ScoreWith, ...] = Field((), max_length=8)
 
 
 class BatchItem(_Wire):

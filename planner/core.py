@@ -52,6 +52,9 @@ class Decision:
     # The concrete model that serves the batch when the policy chooses it (HELIOS: the job names a
     # family); None: the model the job named.
     model: str | None = None
+    # Other models that read the batch's first prompts in a prefill-only pass after it ran:
+    # (model, variant, rows) (HELIOS's paired evaluation).
+    score: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from adaserve.broker.errors import ConfigError
-from adaserve.broker.messages import Placement, Plan
+from adaserve.broker.messages import Placement, Plan, ScoreWith
 from adaserve.planner.core import Decision
 
 _NAME = r"[A-Za-z0-9_.:\-]{1,128}"
@@ -66,4 +66,5 @@ def place(model: str, pool: str, decision: Decision, splits: Mapping[str, Split]
     if (split is not None and pool == split.first and split.second in serving
             and decision.variant == "default" and decision.modalities is None):
         return Plan(variant=split.part, placement=Placement(pool=pool, part=1, next_pool=split.second))
-    return Plan(modalities=decision.modalities, variant=decision.variant, placement=Placement(pool=pool))
+    score = tuple(ScoreWith(model=m, variant=v, rows=n) for m, v, n in decision.score)
+    return Plan(modalities=decision.modalities, variant=decision.variant, placement=Placement(pool=pool), score=score)

@@ -24,6 +24,7 @@ from adaserve.workers.generate import Prompt, pack, prompt_of
 from adaserve.workers.inputs import InputError, Signature, gather, gather_stacked, signature, targets
 from adaserve.workers.runners import RunnerCache
 from adaserve.workers.runtime.base import GenerativeRunner, Runner, RunOutput
+from adaserve.workers.scoring import score_prompts
 from adaserve.workers.wire import AnyBatch, WireBatch, WireTensor, items_of
 
 # Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
@@ -53,6 +54,8 @@ class ItemOutcome:
     exit: int | None = None
     outputs: dict[str, WireRow] = field(default_factory=dict)
     exec_ms: float = 0.0
+    # the prompt as other models read it in the plan's scoring passes: (model, depth, perplexity)
+    scored: tuple[tuple[str, int, float | None], ...] = ()
 
 
 @dataclass(slots=True)
@@ -229,6 +232,8 @@ class Executor:
         exec_s = 0.0
         if prompts:
             exec_s = cast(float, self._run_group(runner, pack(prompts, runner.pad_id), idx, items, prompts=prompts))
+            if batch.plan.score:
+                score_prompts(self.runners, batch.plan.score, prompts, idx, items)
         finished = self._clock.now_ms()
         done = [it if it is not None else ItemOutcome("failed", "runtime_error: no outcome") for it in items]
         return BatchOutcome(runner.variant, done, started, finished, exec_s * 1000.0)

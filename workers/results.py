@@ -89,6 +89,8 @@ def _result(batch: AnyBatch, item: Any, out: ItemOutcome, started_ms: float, fin
               "total_ms": total_ms, "exit": exit_, "confidence": out.confidence}
     if ok and "confidence" in out.outputs:  # a language model's tokens, for HELIOS's PHT
         timing["lm"] = lm_stats(out.outputs, exit_)
+        if out.scored and timing["lm"] is not None:
+            timing["lm"]["scored"] = [{"model": m, "depth": d, "prompt_ppl": p} for m, d, p in out.scored]
     # 11 fields of its own (a fixmap, one header byte) and 5 shared: one map of 16
     return _MAP16 + shared + packb(own)[1:], timing
 

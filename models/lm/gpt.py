@@ -151,6 +151,14 @@ class EarlyExitGpt(nn.Module):
             new.append(kv2)
         return self._head(x[:, -1]), new
 
+    def prompt_logits(self, idx: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """The deepest exit's logits at every position of padded prompts [B, T, V]: a prefill
+        that keeps no cache and reads no other exit (a scoring pass)."""
+        x, mask, _ = self._prompt(idx, valid)
+        for block in self.blocks:
+            x, _ = block(x, mask)
+        return self._head(x)
+
     def _prompt(self, idx: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Left-padded prompts' embeddings, their causal mask over real tokens, and positions."""
         t = idx.shape[1]

@@ -9,7 +9,7 @@ switch, memory to batch size), ``controller`` (Algorithm 1 as a state machine), 
 
 from adaserve.planner.helios.controller import Helios, HeliosParams
 from adaserve.planner.helios.family import servable
-from adaserve.planner.helios.pht import BatchObs, ItemStats, PerformanceHistory
+from adaserve.planner.helios.pht import BatchObs, ItemStats, PerformanceHistory, ScoredObs
 from adaserve.planner.helios.repository import Candidate, DepthFigures, Repository
 from adaserve.planner.helios.scheduler import HeliosScheduler
 from adaserve.planner.helios.store import load_repository
@@ -24,6 +24,7 @@ __all__ = [
     "ItemStats",
     "PerformanceHistory",
     "Repository",
+    "ScoredObs",
     "load_repository",
     "servable",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from adaserve.broker.errors import ConfigError
 
@@ -38,6 +38,7 @@ from .decide import (
     load_more_or_switch,
     profile_depth,
     reference,
+    shallowest_depth,
     shortlist,
 )
 from .pht import BatchObs, PerformanceHistory
@@ -65,10 +66,22 @@ class HeliosParams:
     # task changes under it (docs/helios.md, "tau and coverage", has the figures). It travels
     # with each request (the runner's ``tau`` input).
     tau: float = 0.4
+    # Paired evaluation (docs/helios.md, "Paired evaluation"): the candidates are compared on the
+    # same prompts. Each evaluation batch is also read by every other shortlisted candidate in a
+    # prefill-only scoring pass at its evaluation depth (``score_with``: up to ``score_prompts``
+    # prompts each per round), a breach trip first has that many of the next prompts scored by
+    # the others before it weighs load-more against switch (perplexity counted, while scores come
+    # back, on the scored prompts only), evaluations run at the shallowest depth the repository
+    # admits, and a re-assessment keeps the rows for their speed and the serving model's exits
+    # since the last decision when no breach tripped since. Off: the fourth session's decisions.
+    paired: bool = True
+    score_prompts: int = 5
 
     def __post_init__(self) -> None:
-        if self.k < 1 or self.eval_prompts < 1 or self.reassess < 1 or self.horizon_tokens < 1:
-            raise ConfigError("HELIOS k, eval_prompts, reassess and horizon_tokens must be >= 1")
+        if min(self.k, self.eval_prompts, self.reassess, self.horizon_tokens, self.score_prompts) < 1:
+            raise ConfigError("HELIOS k, eval_prompts, reassess, horizon_tokens and score_prompts must be >= 1")
+        if self.score_prompts > 1024:
+            raise ConfigError(f"HELIOS score_prompts must be at most 1024 (a plan's rows), got {self.score_prompts}")
         if not 0.0 < self.tau < 1.0:
             raise ConfigError(f"HELIOS tau must lie in (0, 1), got {self.tau}")
         if not 0.0 < self.coverage <= 1.0 or self.ppl_slack < 0:
@@ -104,6 +117,7 @@ class Helios:
         self._waiting: deque[int] = deque(maxlen=16)
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)
+        self._scored = [0] * len(self.shortlist)  # prompts each scored in this round
         self._eval_extra = 0
         self._since_select = 0
         self.counts = {"evaluations": 0, "loads": 0, "switches": 0, "breach_trips": 0, "drops": 0}
@@ -117,6 +131,14 @@ class Helios:
         # different rates trade places on every trip).
         self._left: set[str] = set()
         self._stale: set[str] = set()  # candidates whose rows the running re-assessment replaces
+        # a breach trip's probe: candidate -> depth it scores at; prompts sent to score, scored back
+        self._probe: dict[str, int] = {}
+        self._probe_out: dict[str, int] = {}
+        self._probe_seen: dict[str, int] = {}
+        self._probe_served = 0  # prompts the current model served since the probe began
+        self._tripped_since = False  # a breach tripped since the last decision
+        self._scoring_seen = False  # some batch came back with scoring passes (the worker runs them)
+        self._steady: str | None = None  # the serving model at a re-assessment, when none did
 
     def set_budget(self, memory_mb: float | None, context_tokens: int | None = None) -> None:
         """The serving pool's memory budget (and context per sequence) bounds evaluation batches."""
@@ -141,6 +163,8 @@ class Helios:
             return c.max_depth
         expected = greedy_depth(self.pht, c, self.p.coverage) if self.pht.of(c.name) else profile_depth(
             c, self.p.coverage)
+        if self.p.paired:
+            expected = min(expected, shallowest_depth(c, self.reference, self.p.ppl_slack))
         return min(expected, eval_depth(c, self.memory_mb, self.context_tokens, self.p.eval_prompts))
 
     def target(self) -> tuple[str, int, int | None]:
@@ -160,6 +184,36 @@ class Helios:
             last = len(self.shortlist) - 1
             return self.shortlist[last].name, self._eval_depth(last), None
         return self.model, self.depth, None
+
+    def score_with(self, model: str, size: int) -> tuple[tuple[str, int, int], ...]:
+        """(candidate, depth, rows): who should read the first ``rows`` prompts of the batch of
+        ``size`` about to go to ``model`` in a prefill-only scoring pass. During an evaluation,
+        every other shortlisted candidate at its evaluation depth (fixed here for the round, so
+        that its own evaluation batch runs at the same depth and its row holds the round's
+        prompts at one depth), up to ``score_prompts`` prompts each per round; none otherwise."""
+        if not self.p.paired or not self.p.switching:
+            return ()
+        if self.phase != "evaluate":
+            return self._probe_rows(model, size)
+        out = []
+        for i, c in enumerate(self.shortlist):
+            rows = min(size, self.p.score_prompts - self._scored[i])
+            if c.name != model and rows > 0:
+                at = self._eval_at[i] = self._eval_depth(i)
+                self._scored[i] += rows
+                out.append((c.name, at, rows))
+        return tuple(out)
+
+    def _probe_rows(self, model: str, size: int) -> tuple[tuple[str, int, int], ...]:
+        if model != self.model:
+            return ()
+        out = []
+        for name, depth in self._probe.items():
+            rows = min(size, self.p.score_prompts - self._probe_out.get(name, 0))
+            if rows > 0:
+                self._probe_out[name] = self._probe_out.get(name, 0) + rows
+                out.append((name, depth, rows))
+        return tuple(out)
 
     def _batch_of(self, c: Candidate, depth: int) -> int:
         """The batch ``c`` at ``depth`` would run at: what the queue has held of late, bounded by
@@ -186,10 +240,13 @@ class Helios:
         # each candidate's rows are dropped when its first evaluation result comes in (not now:
         # the table stays readable meanwhile), so the choice rests on today's traffic only
         self._stale = {c.name for c in self.shortlist}
+        self._steady = None if self._tripped_since else self.model
+        self._probe, self._probe_out, self._probe_seen = {}, {}, {}
         self.phase = "evaluate"
         self._eval_sent = [0] * len(self.shortlist)
         self._eval_seen = [0] * len(self.shortlist)
         self._eval_at = [None] * len(self.shortlist)
+        self._scored = [0] * len(self.shortlist)
         self._eval_extra = 0
 
     def _is_eval(self, obs: BatchObs) -> int | None:
@@ -205,9 +262,19 @@ class Helios:
             return []
         ev = self._is_eval(obs) if self.phase == "evaluate" else None
         if obs.model in self._stale and ev is not None:
-            self.pht.forget({obs.model})
-            self._stale.discard(obs.model)
+            self._renew(obs.model)
+        self._scoring_seen = self._scoring_seen or bool(obs.scored)
+        if self.p.paired and self._scoring_seen and (self.phase == "evaluate" or self._probe):
+            obs = self._paired_part(obs)
         self.pht.record(obs)
+        for s in obs.scored:
+            if s.model not in self.by_name:
+                continue
+            if s.model in self._stale:  # its first evidence of this round
+                self._renew(s.model)
+            self.pht.record_scored(s)
+            if s.model in self._probe and self.phase == "serve":
+                self._probe_seen[s.model] = self._probe_seen.get(s.model, 0) + len(s.items)
         self.loaded.add((obs.model, obs.depth))
         if self.phase == "evaluate":
             if ev is not None:
@@ -219,8 +286,19 @@ class Helios:
                     late and all(seen > 0 for seen in self._eval_seen)):
                 self._select()
             return self._take()
+        if self._probe:
+            self._probe_served += len(obs.items)
+            # decided once every probed candidate's scores are in; or without them, once four
+            # times as many prompts were served (a worker that does not score: the old decision)
+            if all(self._probe_seen.get(m, 0) >= self.p.score_prompts for m in self._probe) or (
+                    self._probe_served >= 4 * self.p.score_prompts):
+                self._probe, self._probe_out, self._probe_seen = {}, {}, {}
+                self._decide_breach()
+                return self._take()
         if obs.model != self.model or obs.depth != self.depth:
             return self._take()  # a batch planned before the last decision
+        if self._probe:
+            return self._take()  # the trip's decision waits for the probe's scores
         for it in obs.items:
             if self.cbc.add_many(it.tokens, it.breaches):
                 self._breach()
@@ -228,6 +306,32 @@ class Helios:
         if self.depth > self._floor:
             self._maybe_drop_back(obs)
         return self._take()
+
+    @staticmethod
+    def _paired_part(obs: BatchObs) -> BatchObs:
+        """``obs`` with the perplexity of only the requests the other candidates also read (the
+        batch's first ones): a decision compares the candidates on the same prompts, and a batch
+        larger than the scoring passes would otherwise outweigh them with prompts of its own."""
+        k = min((len(s.items) for s in obs.scored), default=0)
+        if k >= len(obs.items):
+            return obs
+        return replace(obs, items=obs.items[:k] + tuple(replace(i, prompt_ppl=None) for i in obs.items[k:]))
+
+    def _renew(self, model: str) -> None:
+        """A re-assessment's first evidence of ``model`` came in: its older figures go. Unpaired,
+        its rows go (rows from before a task change would outvote a handful of prompts). Paired,
+        the rows stay for their speed (a depth's speed does not change with the traffic), its
+        perplexity counts from here on, on the prompts every candidate reads, and so do its exits,
+        except the serving model's when no breach tripped since the decision that put it in
+        service: the traffic has not moved under it, and its exits since then (up to a window of
+        batches) decide its depth better than a handful of evaluation prompts (whose coverage
+        misses the bar 15% of the time on Shakespeare at depth 2; docs/helios.md)."""
+        self._stale.discard(model)
+        if not self.p.paired:
+            self.pht.forget({model})
+            return
+        steady = model == self._steady
+        self.pht.restart({model}, exits=not steady, since_mark=steady)
 
     def _maybe_drop_back(self, obs: BatchObs) -> None:
         """A load-more answered a burst of breaches; once the last ``window`` tokens at the deeper
@@ -256,6 +360,7 @@ class Helios:
                    for k in self.by_name[self.model].depths if self._floor <= k <= before[1]]
         self.depth = d
         self.cbc.reset()
+        self._decided()
         self._recent.clear()
         self.counts["drops"] += 1
         self.events.append(("helios.dropped_back", {
@@ -283,16 +388,39 @@ class Helios:
 
     def _breach(self) -> None:
         self.counts["breach_trips"] += 1
+        self._tripped_since = True
         if not self.p.partial and not self.p.switching:
             self.cbc.reset()
             return
+        others = [c for c in self.shortlist if c.name != self.model and c.name not in self._left]
+        if self.p.paired and others:
+            # score the next prompts with the others first; every candidate's perplexity counts
+            # from here, so the decision compares them on the same prompts
+            self._tripped_at = self.cbc.count
+            self.cbc.reset()
+            self.pht.restart({c.name for c in self.shortlist}, exits=False)
+            self._probe = {c.name: self._probe_depth(c) for c in others}
+            self._probe_out, self._probe_seen, self._probe_served = {}, {}, 0
+            return
+        self._decide_breach()
+
+    def _probe_depth(self, c: Candidate) -> int:
+        """Where a probed candidate scores: the depth a switch would start it at, no deeper than
+        the shallowest its repository figures admit (``shallowest_depth``)."""
+        g = greedy_depth(self.pht, c, self.p.coverage) if self.pht.of(c.name) else c.max_depth
+        return min(g, shallowest_depth(c, self.reference, self.p.ppl_slack))
+
+    def _decide_breach(self) -> None:
         c = load_more_or_switch(self.pht, self.shortlist, self.model, self.depth, self.objective,
                                 coverage=self.p.coverage, ppl_slack=self.p.ppl_slack, horizon=self.p.horizon_tokens,
                                 switching=self.p.switching, loaded=self.loaded, exclude=frozenset(self._left),
                                 ref=self.reference, batch=self._batch_of)
-        before, self._tripped_at = (self.model, self.depth), self.cbc.count
+        before = (self.model, self.depth)
+        if not self.p.paired:
+            self._tripped_at = self.cbc.count
         self.cbc.reset()
         if c.action == "stay" or (c.model, c.depth) == before:
+            self._decided()
             return
         self._apply(c)
         if c.action == "load_more":
@@ -308,6 +436,11 @@ class Helios:
     def _apply(self, c: Choice) -> None:
         self.model, self.depth = c.model, c.depth
         self.cbc.reset()
+        self._decided()
+
+    def _decided(self) -> None:
+        self.pht.mark(self.model)
+        self._tripped_since = False
 
     def _body(self, c: Choice, before: tuple[str, int]) -> dict[str, object]:
         return {"family": self.family, "objective": self.objective, "from_model": before[0],

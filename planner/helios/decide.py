@@ -108,6 +108,18 @@ def profile_depth(cand: Candidate, coverage: float) -> int:
     return need
 
 
+def shallowest_depth(cand: Candidate, ref: Candidate, ppl_slack: float) -> int:
+    """The shallowest exit the repository's figures say is accurate enough on some profiled task
+    (perplexity within ``ppl_slack`` of ``ref`` whole on that task): the shallowest depth a
+    decision could choose for this candidate on that task's traffic."""
+    whole = ref.at(ref.max_depth).perplexity
+    for d in cand.depths:
+        fig = cand.at(d).perplexity
+        if any(t in whole and v <= whole[t] * (1 + ppl_slack) for t, v in fig.items()):
+            return d
+    return cand.max_depth
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
     model: str

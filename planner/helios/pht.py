@@ -35,6 +35,8 @@ class ItemStats:
     breaches: int
     exits: tuple[int, ...] = ()  # exits[k]: tokens whose first confident exit is k (0: none)
     prompt_ppl: float | None = None
+    # the prompt as other models read it in a scoring pass: (model, depth, perplexity)
+    scored: tuple[tuple[str, int, float | None], ...] = ()
 
 
 def item_stats(raw: object) -> ItemStats | None:
@@ -43,14 +45,43 @@ def item_stats(raw: object) -> ItemStats | None:
     if raw is None:
         return None
     body: dict[str, Any] = raw if isinstance(raw, dict) else {
-        k: getattr(raw, k, None) for k in ("tokens", "breaches", "exits", "prompt_ppl")}
+        k: getattr(raw, k, None) for k in ("tokens", "breaches", "exits", "prompt_ppl", "scored")}
     try:
         tokens, breaches = int(body["tokens"]), int(body["breaches"])
         exits = tuple(int(x) for x in (body.get("exits") or ()))
         ppl = body.get("prompt_ppl")
-        return ItemStats(tokens, breaches, exits, None if ppl is None else float(ppl))
-    except (TypeError, ValueError):
+        return ItemStats(tokens, breaches, exits, None if ppl is None else float(ppl),
+                         tuple(_scored(s) for s in (body.get("scored") or ())[:8]))
+    except (TypeError, ValueError, KeyError):
         return None
+
+
+def _scored(raw: Any) -> tuple[str, int, float | None]:
+    s: dict[str, Any] = raw if isinstance(raw, dict) else {k: getattr(raw, k, None) for k in ("model", "depth",
+                                                                                               "prompt_ppl")}
+    ppl = s.get("prompt_ppl")
+    return str(s["model"]), int(s["depth"]), None if ppl is None else float(ppl)
+
+
+def scored_of(items: tuple[ItemStats, ...]) -> tuple[ScoredObs, ...]:
+    """The scoring passes a batch's requests report, one ``ScoredObs`` per (model, depth), each
+    holding the prompts that model read (the batch's first ones, in order)."""
+    out: dict[tuple[str, int], list[ItemStats]] = {}
+    for it in items:
+        for model, depth, ppl in it.scored:
+            out.setdefault((model, depth), []).append(ItemStats(0, 0, (), ppl))
+    return tuple(ScoredObs(m, d, tuple(v)) for (m, d), v in out.items())
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredObs:
+    """A batch's prompts (and the answers given) read by another candidate in a prefill-only pass
+    at ``depth``: per request, the exit each answered token would take under this model and the
+    prompt's perplexity here. Nothing is generated, so it says nothing of speed."""
+
+    model: str
+    depth: int
+    items: tuple[ItemStats, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +92,7 @@ class BatchObs:
     exec_s: float
     items: tuple[ItemStats, ...]
     load_s: float | None = None
+    scored: tuple[ScoredObs, ...] = ()  # the same requests scored by other candidates
 
 
 @dataclass
@@ -70,13 +102,46 @@ class Row:
     window: int = 64
     batches: deque[BatchObs] = field(default_factory=deque)
     load_s: float | None = None
+    # prompts this model read in a scoring pass at this depth (served by another candidate):
+    # evidence of accuracy and exits on the same prompts as the others, none of speed
+    scored: deque[ItemStats] = field(default_factory=deque)
+    added: int = 0  # batches ever added
+    # batches added before these counts are kept for speed only (``restart``): their perplexity,
+    # and unless kept, their exits, are from before the running re-assessment
+    ppl_since: int = 0
+    exits_since: int = 0
+    mark: int = 0  # batches added when the last decision put this model in service
 
     def add(self, obs: BatchObs) -> None:
         self.batches.append(obs)
+        self.added += 1
         while len(self.batches) > self.window:
             self.batches.popleft()
         if obs.load_s is not None:
             self.load_s = obs.load_s
+
+    def restart(self, exits: bool, since_mark: bool = False) -> None:
+        """Evidence from here on only: perplexity always, exits too when ``exits`` (or, with
+        ``since_mark``, exits from the last ``mark`` on)."""
+        self.ppl_since = self.added
+        if exits:
+            self.exits_since = self.added
+        elif since_mark:
+            self.exits_since = max(self.exits_since, self.mark)
+        self.scored.clear()
+
+    def _since(self, first: int) -> list[BatchObs]:
+        skip = first - (self.added - len(self.batches))
+        return list(self.batches)[max(skip, 0):]
+
+    def add_scored(self, items: tuple[ItemStats, ...]) -> None:
+        self.scored.extend(items)
+        while len(self.scored) > self.window * 4:
+            self.scored.popleft()
+
+    def _read(self, since: int, scored: bool = True) -> list[ItemStats]:
+        """The requests this row has accuracy (or exit) figures for: served since ``since``, and scored."""
+        return [i for b in self._since(since) for i in b.items] + (list(self.scored) if scored else [])
 
     @property
     def prompts(self) -> int:
@@ -104,20 +169,21 @@ class Row:
 
     def perplexity(self) -> float | None:
         """Geometric mean of the prompts' perplexities (a mean of their mean log-likelihoods)."""
-        logs = [math.log(i.prompt_ppl) for b in self.batches for i in b.items
+        logs = [math.log(i.prompt_ppl) for i in self._read(self.ppl_since)
                 if i.prompt_ppl is not None and i.prompt_ppl > 0 and math.isfinite(i.prompt_ppl)]
         return math.exp(sum(logs) / len(logs)) if logs else None
 
     def exit_counts(self) -> list[int]:
+        """Tokens by first confident exit, of the tokens this model generated (a scoring pass
+        reads prompts only: it adds perplexity, not exits)."""
         out = [0] * (self.depth + 1)
-        for b in self.batches:
-            for i in b.items:
-                if i.exits:
-                    for k, n in enumerate(i.exits[:self.depth + 1]):
-                        out[k] += n
-                else:  # no per-exit figures: confident tokens counted at the loaded depth
-                    out[0] += i.breaches
-                    out[self.depth] += i.tokens - i.breaches
+        for i in self._read(self.exits_since, scored=False):
+            if i.exits:
+                for k, n in enumerate(i.exits[:self.depth + 1]):
+                    out[k] += n
+            else:  # no per-exit figures: confident tokens counted at the loaded depth
+                out[0] += i.breaches
+                out[self.depth] += i.tokens - i.breaches
         return out
 
     def cpu_s_per_token(self) -> float | None:
@@ -132,12 +198,36 @@ class PerformanceHistory:
         self.window = window
         self.rows: dict[tuple[str, int], Row] = {}
 
-    def record(self, obs: BatchObs) -> Row:
-        row = self.rows.get((obs.model, obs.depth))
+    def _row(self, model: str, depth: int) -> Row:
+        row = self.rows.get((model, depth))
         if row is None:
-            row = self.rows[(obs.model, obs.depth)] = Row(obs.model, obs.depth, self.window)
+            row = self.rows[(model, depth)] = Row(model, depth, self.window)
+        return row
+
+    def record(self, obs: BatchObs) -> Row:
+        row = self._row(obs.model, obs.depth)
         row.add(obs)
         return row
+
+    def record_scored(self, s: ScoredObs) -> Row:
+        row = self._row(s.model, s.depth)
+        row.add_scored(s.items)
+        return row
+
+    def mark(self, model: str) -> None:
+        """A decision put ``model`` in service: ``restart`` may keep its exits from here on."""
+        for (m, _), r in self.rows.items():
+            if m == model:
+                r.mark = r.added
+
+    def restart(self, models: set[str], exits: bool = True, since_mark: bool = False) -> None:
+        """Keep ``models``' rows for their speed, but count their perplexity (and, with ``exits``,
+        their exits) from here on: a re-assessment compares the candidates on its own prompts,
+        while the speed of a depth does not change with the traffic. A breach trip's probe keeps
+        the exits (the breaches that tripped are the evidence a load-more is weighed on)."""
+        for (m, _), r in self.rows.items():
+            if m in models:
+                r.restart(exits, since_mark)
 
     def forget(self, models: set[str]) -> None:
         """Drop every row of ``models``: a re-assessment measures them afresh on today's traffic
@@ -172,7 +262,7 @@ class PerformanceHistory:
         """The table as plain rows (for the CLI and the ``helios.*`` events)."""
         out: list[dict[str, object]] = []
         for (m, d), r in sorted(self.rows.items()):
-            out.append({"model": m, "depth": d, "prompts": r.prompts, "tokens": r.tokens,
+            out.append({"model": m, "depth": d, "prompts": r.prompts, "scored": len(r.scored), "tokens": r.tokens,
                         "breach_share": round(r.breaches / r.tokens, 4) if r.tokens else None,
                         "tokens_per_s": _r(r.tokens_per_s()), "ttft_s": _r(r.ttft_s(), 6),
                         "perplexity": _r(r.perplexity()), "mean_batch": round(r.mean_batch(), 2),
@@ -209,20 +299,26 @@ def estimate(pht: PerformanceHistory, cand: Candidate, depth: int, batch: int = 
     fig = cand.at(depth)
     rows = pht.of(cand.name)
     own = pht.rows.get((cand.name, depth))
-    ref = own or (min(rows, key=lambda r: abs(r.depth - depth)) if rows else None)
+    judged = [r for r in rows if r.perplexity() is not None]
+    ref = own if own is not None and own.perplexity() is not None else (
+        min(judged, key=lambda r: abs(r.depth - depth)) if judged else None)
+    # speed comes only from batches it served (a row read in scoring passes alone has none)
+    timed = [r for r in rows if r.batches]
+    speed = own if own is not None and own.batches else (
+        min(timed, key=lambda r: abs(r.depth - depth)) if timed else None)
 
     def scaled(measured: float | None, prof_ref: float, prof_here: float) -> float:
         if measured is None or prof_ref <= 0:
             return prof_here
         return measured * prof_here / prof_ref
 
-    if ref is None:
-        rate, ttft, ppl = fig.rate(batch), fig.ttft_s, fig.mean_perplexity()
-    else:
-        rf = cand.at(ref.depth)
-        rate = scaled(ref.tokens_per_s(), rf.rate(max(round(ref.mean_batch()), 1)), fig.rate(batch))
-        ttft = scaled(ref.ttft_s(), rf.ttft_s, fig.ttft_s)
-        ppl = scaled(ref.perplexity(), rf.mean_perplexity(), fig.mean_perplexity())
+    rate, ttft, ppl = fig.rate(batch), fig.ttft_s, fig.mean_perplexity()
+    if speed is not None:
+        sf = cand.at(speed.depth)
+        rate = scaled(speed.tokens_per_s(), sf.rate(max(round(speed.mean_batch()), 1)), fig.rate(batch))
+        ttft = scaled(speed.ttft_s(), sf.ttft_s, fig.ttft_s)
+    if ref is not None:
+        ppl = scaled(ref.perplexity(), cand.at(ref.depth).mean_perplexity(), fig.mean_perplexity())
     load = own.load_s if own is not None and own.load_s is not None else fig.load_s
     # CPU-seconds per token: the profile's, scaled as this traffic's rate is to the profiled one
     prof_rate = fig.rate(batch)

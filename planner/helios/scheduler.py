@@ -14,7 +14,7 @@ from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
 
 from .controller import Event, Helios
 from .decide import batch_for_memory
-from .pht import BatchObs, ItemStats
+from .pht import BatchObs, ItemStats, scored_of
 
 
 def depth_of(variant: str, fallback: int) -> int:
@@ -51,13 +51,15 @@ class HeliosScheduler(Scheduler):
             size = min(size, limit)
         waiting = len(self._q)
         batch = [self._q.popleft() for _ in range(min(size, len(self._q)))]
+        score: tuple[tuple[str, str, int], ...] = ()
         if batch:
+            score = tuple((m, f"depth{d}", n) for m, d, n in self.helios.score_with(model, len(batch)))
             self.helios.dispatched(model, depth, len(batch), waiting)
             self._events.extend(self.helios.events)
             self.helios.events.clear()
         rate = cand.at(depth).rate(len(batch))
         predicted = 16 * len(batch) / rate if rate > 0 else 0.0
-        return Decision(batch, expired, predicted, variant=f"depth{depth}", model=model)
+        return Decision(batch, expired, predicted, variant=f"depth{depth}", model=model, score=score)
 
     def observe(self, feedback: Feedback) -> None:
         cand = self.helios.by_name.get(feedback.model)
@@ -67,7 +69,7 @@ class HeliosScheduler(Scheduler):
         if not items:
             return
         obs = BatchObs(feedback.model, depth_of(feedback.variant, cand.max_depth), feedback.size,
-                       feedback.exec_s, items, feedback.load_s)
+                       feedback.exec_s, items, feedback.load_s, scored_of(items))
         self._events.extend(self.helios.observe(obs))
 
     def earliest_deadline(self) -> float | None:

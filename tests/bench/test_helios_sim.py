@@ -58,11 +58,11 @@ def test_a_closed_loop_with_one_in_flight_never_idles_and_batches_one(setup) -> 
 def test_the_worker_cache_keeps_runners_within_the_budget_least_recently_used_out(setup) -> None:
     _, costs, _ = setup
     held = {("m", 2): 0, ("n", 2): 1, ("n", 1): 2}  # 2 + 2 + 1 MB, last used in that order
-    _evict(held, costs, 5.0, keep=("n", 1))
+    _evict(held, costs, 5.0, keep={("n", 1)})
     assert held == {("m", 2): 0, ("n", 2): 1, ("n", 1): 2}  # 5 MB fit
-    _evict(held, costs, 4.0, keep=("m", 2))
+    _evict(held, costs, 4.0, keep={("m", 2)})
     assert set(held) == {("m", 2), ("n", 1)}  # the least recently used other one went
-    _evict(held, costs, 0.5, keep=("m", 2))
+    _evict(held, costs, 0.5, keep={("m", 2)})
     assert set(held) == {("m", 2)}  # the one in use stays, alone over the budget
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from adaserve.broker import Job, Keys, Request, Settings, Slo, Tensor, decode
 from adaserve.broker.codec import unpack
-from adaserve.broker.events import HeliosEvaluated, HeliosSwitched
+from adaserve.broker.events import BatchFinished, HeliosEvaluated, HeliosSwitched
 from adaserve.broker.messages import Generation
 from adaserve.cli import app
 from adaserve.models import Vocabulary
@@ -91,6 +91,10 @@ def test_a_stream_that_changes_task_switches_and_every_result_names_model_and_de
     assert all(o["model"] in MODELS for o in switched[0].options)
     served = {res.model for res in results}
     assert served <= set(MODELS) and len(served) >= 2  # evaluation and switching used the shortlist
+    # paired evaluation end to end: evaluation batches were read by the other candidate in a
+    # scoring pass on the worker, and its perplexities came back in batch.finished
+    scored = [s for e in evs if isinstance(e, BatchFinished) for it in e.items if it.lm for s in it.lm.scored]
+    assert scored and all(s.model in MODELS and s.prompt_ppl is not None and s.prompt_ppl > 1 for s in scored)
     table = unpack(r.get(Keys(settings.namespace).helios_table(FAMILY)) or b"")
     assert table["family"] == FAMILY and table["rows"]
     # what the user sees: the PHT from the CLI, and the switches from `adaserve tail`

@@ -261,6 +261,20 @@ class LmRunner(GenerativeRunner):
                           stack(out_hit).astype(np.int64), stack(out_exit).astype(np.int64),
                           ppl.cpu().numpy().astype(np.float32))
 
+    @torch.no_grad()
+    def score(self, tokens: np.ndarray) -> np.ndarray:
+        """Each prompt's perplexity at the loaded depth from one prefill, nothing generated
+        (HELIOS's scoring pass: another candidate reads the prompts a batch served, so that the
+        candidates are compared on the same prompts). ``tokens`` as ``run`` takes them; float32
+        [B], NaN for a one-token prompt."""
+        tokens = _fit(np.asarray(tokens, np.int64), np.full(len(tokens), self.block_size), self.pad_id)
+        valid_np = tokens != self.pad_id
+        if ((tokens < 0) & valid_np).any() or (tokens >= self.vocab_size).any():
+            raise InvalidMessage("schema", f"token ids must lie in 0..{self.vocab_size - 1} (or be padding)")
+        idx = torch.from_numpy(np.where(valid_np, tokens, 0)).to(self._dev)
+        valid = torch.from_numpy(valid_np).to(self._dev)
+        return _prompt_ppl(self.net.prompt_logits(idx, valid), idx, valid).cpu().numpy().astype(np.float32)
+
     def _verdict(self, logits: dict[int, torch.Tensor], tau: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per row: the first exit confident at tau (0: none), the logits the token is chosen from

@@ -29,7 +29,7 @@ def run(h: Helios, n: int, exits_of: dict[str, tuple[int, ...]], ppl_of: dict[st
 
 
 def test_evaluates_each_candidate_then_serves_the_choice_at_its_greedy_depth(cands: list[Candidate]) -> None:
-    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, reassess=1000))
+    h = Helios("lm", cands, "throughput", HeliosParams(paired=False, eval_prompts=3, reassess=1000))
     served = []
     for _ in range(6):
         model, depth, limit = h.target()
@@ -81,7 +81,7 @@ def test_bad_settings_are_refused(cands: list[Candidate]) -> None:
 
 
 def test_an_evaluation_whose_results_never_all_come_back_still_ends(cands: list[Candidate]) -> None:
-    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, reassess=1000))
+    h = Helios("lm", cands, "throughput", HeliosParams(paired=False, eval_prompts=3, reassess=1000))
     for _ in range(6):  # both candidates' evaluation prompts go out
         model, depth, _ = h.target()
         h.dispatched(model, depth, 1)
@@ -98,7 +98,7 @@ def test_an_evaluation_whose_results_never_all_come_back_still_ends(cands: list[
 
 
 def test_a_breach_never_switches_back_before_the_next_reassessment(cands: list[Candidate]) -> None:
-    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=10_000))
+    h = Helios("lm", cands, "throughput", HeliosParams(paired=False, eval_prompts=2, reassess=10_000))
     run(h, 10, {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}, {"small": 5.0, "deep": 5.0})
     assert (h.model, h.counts["switches"]) == ("small", 0)
     # small breaches and does worse than deep did: a trip switches to deep
@@ -112,7 +112,7 @@ def test_a_breach_never_switches_back_before_the_next_reassessment(cands: list[C
 
 
 def test_a_reassessment_replaces_a_candidates_rows_only_when_its_evaluation_reports(cands: list[Candidate]) -> None:
-    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=6))
+    h = Helios("lm", cands, "throughput", HeliosParams(paired=False, eval_prompts=2, reassess=6))
     table = {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}
     run(h, 4, table, {"small": 5.0, "deep": 5.0})  # the first evaluation
     while h.phase == "serve":
@@ -137,7 +137,7 @@ def _tall() -> Candidate:
 
 def test_evaluation_runs_as_a_batch_where_the_memory_fits_it(cands: list[Candidate]) -> None:
     tall = _tall()
-    h = Helios("lm", [cands[0], tall], "throughput", HeliosParams(eval_prompts=3, reassess=1000))
+    h = Helios("lm", [cands[0], tall], "throughput", HeliosParams(paired=False, eval_prompts=3, reassess=1000))
     # 3 MB: deep whole (4 MB of weights) does not fit; at depth 4 (2 MB) 1 MB holds 4 sequences
     # of 256 KiB, at depth 6 nothing
     h.set_budget(3.0, 128)
@@ -163,7 +163,7 @@ def test_without_a_budget_the_evaluation_is_whole(cands: list[Candidate]) -> Non
 
 
 def test_a_load_more_drops_back_once_the_breaches_subside(cands: list[Candidate]) -> None:
-    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=2, reassess=10_000))
+    h = Helios("lm", cands, "throughput", HeliosParams(paired=False, eval_prompts=2, reassess=10_000))
     # deep is the accurate one (small's 6.0 is 20% off it) and exits at 2: served at depth 2
     easy = {"small": (0, 16, 0), "deep": (0, 0, 16, 0, 0, 0, 0, 0, 0)}
     ppl = {"small": 6.0, "deep": 5.0}
