@@ -104,12 +104,9 @@ class Follower:
         self.inflight = Inflight()
         self._known_groups.clear()
 
-    def read(self, block_ms: int | None, scheds: Mapping[str, Scheduler]) -> bool:
-        """Apply the telemetry that arrived since the last read (waiting up to ``block_ms``);
-        whether any of it was the workers' (a finish, a heartbeat, a stop), not only other
-        writers' events, such as the planner's own."""
-        got = streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms)
-        return self._apply(got, scheds) > 0
+    def read(self, block_ms: int | None, scheds: Mapping[str, Scheduler]) -> None:
+        """Apply the telemetry that arrived since the last read (waiting up to ``block_ms``)."""
+        self._apply(streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms), scheds)
 
     def queue(self, p: redis.client.Pipeline[bytes], scheds: Mapping[str, Scheduler], *,
               read: bool) -> Callable[[list[Any]], None]:
@@ -133,13 +130,10 @@ class Follower:
 
         return take
 
-    def _apply(self, entries: list[streams.Entry], scheds: Mapping[str, Scheduler]) -> int:
-        """Apply what a read brought; returns how many events were followed ones."""
+    def _apply(self, entries: list[streams.Entry], scheds: Mapping[str, Scheduler]) -> None:
         if entries:
             self._last = entries[-1].id
-        n = 0
         for _, ev in streams.events(entries, on_invalid=self._invalid, only=_FOLLOWED, quick=_quick_finished):
-            n += 1
             if isinstance(ev, Finished):
                 self._finished(ev, scheds)
             elif isinstance(ev, WorkerHeartbeat):
@@ -148,7 +142,6 @@ class Follower:
                 self.pools.forget(ev.worker)
             elif isinstance(ev, BatchFinished):
                 self._finished(Finished.of(ev), scheds)
-        return n
 
     def _invalid(self, entry: streams.Entry, exc: InvalidMessage) -> None:
         """Tell of a heartbeat that did not validate; other undecodable telemetry is not the

@@ -211,16 +211,8 @@ class Planner:
             self.report.stepped((time.perf_counter() - started - self._blocked_s) * 1000.0)
 
     def _follow_blocking(self, block_ms: int) -> None:
-        """Wait up to ``block_ms`` for the workers' telemetry. The planner's own events of the
-        step before (each admitted job's ``job.accepted``) are on the same stream and would end
-        the wait at once: with every slot busy, the loop then spun through steps that could send
-        nothing, each with its round trips, on the cores the worker needed."""
         t = time.perf_counter()
-        end = t + block_ms / 1000.0
-        while not self.follow.read(block_ms, self.scheds):
-            block_ms = int((end - time.perf_counter()) * 1000.0)
-            if block_ms < 1:
-                break
+        self.follow.read(block_ms, self.scheds)
         self._blocked_s += time.perf_counter() - t
 
     def _tell_stall(self, now_ms: float) -> None:

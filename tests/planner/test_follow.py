@@ -213,15 +213,3 @@ def test_a_batch_finished_in_columns_read_quickly_is_what_validation_gives() -> 
     assert quick.apps == ("a0", "a1", "a0") and quick.item_exec_ms == (0.5, 1.5, 2.0) and quick.lm == ()
     assert _quick_finished({**body, "columns": {**body["columns"], "app": ["a0"]}}) is None  # type: ignore[dict-item]
     assert _quick_finished({**body, "columns": "x"}) is None
-
-
-def test_a_read_tells_whether_the_workers_spoke(settings: Settings, r: redis.Redis[bytes]) -> None:
-    keys = Keys(settings.namespace)
-    f = Follower(r, keys, worker_ttl_s=5.0)
-    f.start()
-    _event(r, keys, event="job.accepted", ts=1.0, job_id="j", app="a", model="m", requests=1)
-    assert f.read(None, {}) is False  # another writer's event (the planner's own)
-    assert f.read(None, {}) is False  # nothing new
-    _event(r, keys, event="job.accepted", ts=2.0, job_id="k", app="a", model="m", requests=1)
-    _event(r, keys, **_beat("w1", "cpu", 3.0))
-    assert f.read(None, {}) is True

@@ -194,37 +194,6 @@ def test_a_step_ends_all_its_expiries_with_one_script_call_before_their_acks(
         planner.close()
 
 
-def test_a_wait_for_a_finish_is_not_ended_by_the_planners_own_events(
-    r: redis.Redis[bytes], settings: Settings,
-) -> None:
-    """With every slot busy the planner waits for the workers; its own events of the step before
-    (on the same stream) used to end that wait at once, and the loop spun."""
-    k = Keys(settings.namespace)
-    planner = Planner(settings, PlannerConfig(max_batch=8))
-    planner.start()
-    try:
-        for i in range(3):
-            r.xadd(k.telemetry, {b"m": streams.event_bytes(event="job.accepted", ts=float(i), job_id=f"j{i}")})
-        t = time.perf_counter()
-        planner._follow_blocking(150)
-        assert time.perf_counter() - t >= 0.14
-        got: list[float] = []
-
-        def finish_soon() -> None:
-            time.sleep(0.05)
-            got.append(time.perf_counter())
-            r.xadd(k.telemetry, {b"m": streams.event_bytes(event="worker.stopped", ts=1.0, worker="w", pool="cpu")})
-
-        waker = threading.Thread(target=finish_soon)
-        waker.start()
-        planner._follow_blocking(5000)
-        woke = time.perf_counter()
-        waker.join()
-        assert got and woke - got[0] < 2.5  # a worker's event ends the wait, long before 5 s
-    finally:
-        planner.close()
-
-
 def test_modality_policy_is_checked_and_chooses_mosel_only_for_models_with_subsets(settings: Settings) -> None:
     from adaserve.broker.errors import ConfigError
     from adaserve.planner.config import default_factory
