@@ -131,7 +131,12 @@ class Finalizer:
         whole (a worker's ``columns`` entry); a group without one goes as a ``results`` entry
         of the requests' own."""
         parts = _by_job(items)
-        got = self._call(parts, ack, event, whole=True, entries=entries or {})
+        return self._rest(parts, self._call(parts, ack, event, whole=True, entries=entries or {}), ack, event)
+
+    def _rest(self, parts: list[tuple[tuple[str, str], list[Packed]]], got: list[Any],
+              ack: tuple[str, str, str] | None, event: bytes) -> int:
+        """Results published by a first call's reply ``got``, after sending again, each request
+        with its own entry, the groups it asked for."""
         published = int(got[0])
         again = [parts[int(g) - 1] for g in got[1:]]
         if again:
@@ -157,11 +162,7 @@ class Finalizer:
         def take(reply: Any) -> int:
             if isinstance(reply, Exception):
                 raise reply
-            published = int(reply[0])
-            again = [parts[int(g) - 1] for g in reply[1:]]
-            if again:
-                published += int(self._call(again, None, b"", whole=False, entries={})[0])
-            return published
+            return self._rest(parts, list(reply), None, b"")
         return take
 
     def _call(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
