@@ -68,8 +68,9 @@ def test_the_covariance_clip_is_the_eigen_decompositions() -> None:
         m = rng.normal(size=(2, 2))
         p, top = m @ m.T * rng.uniform(0.01, 100), float(rng.uniform(0.01, 50))
         w, u = np.linalg.eigh(p)
-        np.testing.assert_allclose(_clip_eigen(p, top), (u * np.minimum(w, top)) @ u.T, rtol=1e-9, atol=1e-12)
-    assert np.array_equal(_clip_eigen(np.diag([3.0, 3.0]), 2.0), np.diag([2.0, 2.0]))
+        a, b, d = _clip_eigen(float(p[0, 0]), float(p[0, 1]), float(p[1, 1]), top)
+        np.testing.assert_allclose([[a, b], [b, d]], (u * np.minimum(w, top)) @ u.T, rtol=1e-9, atol=1e-12)
+    assert _clip_eigen(3.0, 0.0, 3.0, 2.0) == (2.0, 0.0, 2.0)
 
 
 def test_the_fit_stays_with_its_data_over_tens_of_thousands_of_batches() -> None:
@@ -86,5 +87,34 @@ def test_the_fit_stays_with_its_data_over_tens_of_thousands_of_batches() -> None
         fit.update(k, max((0.2 + 0.03 * k) * (1 + 0.3 * rng.standard_normal()), 0.01) / 1000)
         worst = max(worst, fit.predict(1))
     assert worst < 0.001
-    p = fit._rls._p
+    p = fit._rls.covariance
     assert np.allclose(p, p.T) and np.linalg.eigvalsh(p).min() > 0
+
+
+def test_the_closed_form_update_is_the_matrix_recursion() -> None:
+    """The five-float update against the textbook matrix form of the same recursion (gain, residual
+    clip, forgetting, symmetric covariance) over a noisy stream with stalls."""
+    from adaserve.planner.latency import Rls
+
+    rng = np.random.default_rng(1)
+    cov = np.diag([0.01, 0.0004]) * 50
+    fit = Rls(0.001, 0.0002, cov, forget=0.99)
+    theta, p, scale = np.array([0.001, 0.0002]), cov.copy(), 0.0
+    for i in range(3000):
+        x = float(rng.choice([1, 4, 16, 32]))
+        y = 0.0005 + 0.00003 * x + 0.00005 * rng.standard_normal() + (0.02 if i % 500 == 7 else 0.0)
+        v = np.array([1.0, x])
+        pv = p @ v
+        gain = pv / (0.99 + v @ pv)
+        r = y - v @ theta
+        if i >= Rls.WARM:
+            r = float(np.clip(r, -Rls.CLIP * scale, Rls.CLIP * scale))
+        scale += (abs(r) - scale) * (Rls.SCALE_RATE if i >= Rls.WARM else 1.0 / (i + 1))
+        theta = theta + gain * r
+        p = (p - np.outer(gain, pv)) / 0.99
+        p = 0.5 * (p + p.T)
+        w, u = np.linalg.eigh(p)
+        p = (u * np.minimum(w, np.linalg.eigvalsh(cov).max())) @ u.T
+        fit.update(x, y)
+        np.testing.assert_allclose(fit.theta, theta, rtol=1e-7, atol=1e-12)
+        np.testing.assert_allclose(fit.covariance, p, rtol=1e-6, atol=1e-15)

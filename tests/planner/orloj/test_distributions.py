@@ -63,3 +63,24 @@ def test_from_histogram_and_bad_samples() -> None:
         ExecDistributions(prior_samples=np.array([-0.1]))
     with pytest.raises(ValueError):
         ExecDistributions(window=1)
+
+
+def test_a_batch_added_at_once_is_its_requests_added_one_by_one() -> None:
+    """``add_many`` (one call per finished batch on the planner's loop) against ``add`` per request:
+    the same samples kept, bad ones left out, the same reset and the same snapshot."""
+    rng = np.random.default_rng(5)
+    one, many = ExecDistributions(window=50, reset_s=2.0), ExecDistributions(window=50, reset_s=2.0)
+    for step in range(40):
+        now = step * 0.25
+        batch = [(f"a{rng.integers(0, 2)}", float(x)) for x in rng.gamma(2.0, 0.004, int(rng.integers(1, 6)))]
+        batch += [("a0", float("nan")), ("a1", -0.002), ("a0", float("inf")), ("a1", 0.0)][: int(rng.integers(0, 5))]
+        for app, s in batch:
+            one.add(app, s, now)
+        many.add_many(batch, now)
+        assert len(one) == len(many) and one.pending_samples == many.pending_samples
+        if step % 10 == 9:
+            one.rebuild()
+            many.rebuild()
+            np.testing.assert_array_equal(one.snapshot.edges, many.snapshot.edges)
+            assert one.snapshot.masses.keys() == many.snapshot.masses.keys()
+    assert list(one._samples) == list(many._samples)
