@@ -47,7 +47,7 @@ def planner(
     from adaserve.broker.settings import load_limits
     from adaserve.planner.config import PlannerConfig
     from adaserve.planner.service import Planner
-    from adaserve.process import cli_error, setup_logging, stop_on_signals
+    from adaserve.process import cli_error, settle_heap, setup_logging, stop_on_signals
 
     try:
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
@@ -62,7 +62,9 @@ def planner(
     setup_logging(log_level)
     stop = stop_on_signals()
     try:
-        Planner(load_settings(), config, limits=limits).run(stop)
+        planner = Planner(load_settings(), config, limits=limits)
+        settle_heap()
+        planner.run(stop)
     except AdaserveError as exc:  # a bad setting, or an outage past ADASERVE_MAX_OUTAGE_S
         raise cli_error(exc) from None
 

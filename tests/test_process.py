@@ -52,3 +52,25 @@ def test_cli_errors_choose_their_exit_code() -> None:
     assert cli_error(ConfigError("bad setting")).exit_code == 2
     assert cli_error("bad usage").exit_code == 2
     assert cli_error(RuntimeError("broke")).exit_code == 1
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    yield
+    import gc
+
+    gc.unfreeze()
+
+
+def test_settling_the_heap_takes_what_lives_now_out_of_every_collection(unfrozen: None) -> None:
+    import gc
+
+    from adaserve.process import settle_heap
+
+    kept = [[i] for i in range(1000)]  # containers the collector tracks
+    frozen = settle_heap()
+    assert frozen >= 1000 and gc.get_freeze_count() == frozen
+    tracked = {id(x) for x in gc.get_objects()}
+    assert not any(id(x) in tracked for x in kept)
+    later = [[1]]  # made afterwards: collected as before
+    assert any(x is later for x in gc.get_objects())

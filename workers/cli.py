@@ -35,7 +35,7 @@ def worker(
     from rich.progress import BarColumn, Progress, TextColumn
 
     from adaserve.broker import AdaserveError, Settings, load_settings
-    from adaserve.process import setup_logging, stop_on_signals
+    from adaserve.process import settle_heap, setup_logging, stop_on_signals
     from adaserve.workers.config import WorkerConfig
     from adaserve.workers.service import Worker
 
@@ -62,6 +62,7 @@ def worker(
                 progress.update(task, completed=i, total=max(n, 1), description=model)
 
             w.start(on_load, stop=stop)
+        settle_heap()  # the models are loaded: what the serving loop keeps for good
         w.run(stop)  # also when a signal came during start: it then only says goodbye
     except AdaserveError as exc:
         err.print(f"[red]adaserve worker: {exc}[/red]", soft_wrap=True)

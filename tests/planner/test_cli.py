@@ -45,3 +45,17 @@ def test_by_default_no_model_takes_non_finite_inputs(recorded: list[dict[str, An
     monkeypatch.delenv("ADASERVE_LIMIT_ALLOW_NON_FINITE", raising=False)
     assert CliRunner().invoke(app, ["planner"]).exit_code == 0
     assert recorded[0]["limits"].allow_non_finite == ()
+
+
+def test_the_planner_starts_its_loop_with_the_heap_settled(recorded: list[dict[str, Any]],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    seen: list[int] = []
+    monkeypatch.setattr(Recorder, "run", lambda self, stop: seen.append(gc.get_freeze_count()))
+    try:
+        result = CliRunner().invoke(app, ["planner"])
+        assert result.exit_code == 0, result.output
+        assert seen and seen[0] > 0
+    finally:
+        gc.unfreeze()
