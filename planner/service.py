@@ -60,7 +60,8 @@ class Planner:
         # The loop's round trips (its reads, its pipelines) on one held connection
         self._direct = Direct(self.r)
         self.fin = Finalizer(self.r, settings, direct=self._direct)
-        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job, family=self._is_family)
+        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job, family=self._is_family,
+                             direct=self._direct)
         self.helios = helios or HeliosParams()
         self._repo: Repository | None = None  # HELIOS's families, read from the models on first need
         self.consumer = self.config.consumer()
