@@ -40,7 +40,9 @@ class Direct:
     def _held(self) -> Any:
         """The connection, checked as the pool checks one it hands out: a socket the server
         closed while it was idle (or one holding bytes nobody asked for) is made again before a
-        command goes out on it, so no command is ever sent twice for that."""
+        command goes out on it, so no command is ever sent twice for that. The check also makes
+        a dropped socket again through ``connect`` (a Sentinel connection asks the sentinels
+        where the primary is now), where redis-py's send path would reuse the old address."""
         conn = self._conn
         if conn is None:
             conn = self._conn = self._pool.get_connection()
