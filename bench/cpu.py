@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,13 @@ def cpu_seconds(pid: int) -> float:
 
 def redis_calls(r: Any) -> int:
     """Commands the server has executed so far (all clients, ``INFO commandstats``)."""
+    return sum(redis_calls_by_command(r).values())
+
+
+def redis_calls_by_command(r: Any) -> dict[str, int]:
+    """Commands executed so far, by name (``cmdstat_xadd`` -> ``xadd``; scripts as ``evalsha``)."""
     stats: Mapping[str, Any] = r.info("commandstats")
-    return sum(int(v["calls"]) for v in stats.values() if isinstance(v, Mapping))
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items() if isinstance(v, Mapping)}
 
 
 @dataclass
@@ -40,23 +45,28 @@ class CpuMeter:
     redis: Any
     spent: dict[str, float] | None = None
     calls: int = 0
+    by_command: dict[str, int] = field(default_factory=dict)
     _t0: dict[str, float] | None = None
-    _c0: int = 0
+    _c0: dict[str, int] = field(default_factory=dict)
 
     def start(self) -> None:
         self._t0 = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
-        self._c0 = redis_calls(self.redis)
+        self._c0 = redis_calls_by_command(self.redis)
 
     def stop(self) -> None:
         if self._t0 is None:
             raise RuntimeError("CpuMeter.stop before start")
-        c1 = redis_calls(self.redis)
+        c1 = redis_calls_by_command(self.redis)
         t1 = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
         spent = self.spent or dict.fromkeys(self.pids, 0.0)
         for name in self.pids:
             spent[name] += t1[name] - self._t0[name]
         self.spent = spent
-        self.calls += c1 - self._c0 - 1  # the INFO that read the start counter is counted in c1
+        c1["info"] = c1.get("info", 0) - 1  # the INFO that read the start counter is counted in c1
+        for name, n in c1.items():
+            if n - self._c0.get(name, 0) > 0:
+                self.by_command[name] = self.by_command.get(name, 0) + n - self._c0.get(name, 0)
+        self.calls = sum(self.by_command.values())
         self._t0 = None
 
     def per_request_us(self, requests: int) -> dict[str, float]:

@@ -166,7 +166,11 @@ def _costs(meter: CpuMeter, completed: int, model_cpu_s: float) -> dict[str, Any
     parts = [k for k in ("planner", "worker_excl_model", "producer", "redis") if k in per]
     per["total_excl_model"] = sum(per[k] for k in parts)
     return {"cpu_us_per_request": {k: round(v, 1) for k, v in per.items()}, "model_cpu_us_per_request": round(model_us, 1),
-            "redis_commands_per_request": meter.calls / completed if completed else 0.0}
+            "redis_commands_per_request": meter.calls / completed if completed else 0.0,
+            # which commands: a round trip saved or added shows here by name
+            "redis_commands_by_name_per_request": {k: round(v / completed, 4) for k, v in
+                                                   sorted(meter.by_command.items(), key=lambda kv: -kv[1])}
+            if completed else {}}
 
 
 def register(bench_app: typer.Typer) -> None:

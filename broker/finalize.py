@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from adaserve.broker.codec import encode, results_entry
+from adaserve.broker.direct import Direct
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Job, Result
 from adaserve.broker.settings import Settings
@@ -60,8 +61,13 @@ class Packed:
 
 
 class Finalizer:
-    def __init__(self, r: redis.Redis[bytes], settings: Settings) -> None:
+    """``direct``, for a finaliser used by one thread only (a worker's publisher, the planner's
+    loop), sends its round trips on that held connection instead of through redis-py's command
+    machinery."""
+
+    def __init__(self, r: redis.Redis[bytes], settings: Settings, *, direct: Direct | None = None) -> None:
         self._r = r
+        self._direct = direct
         self._keys = Keys(settings.namespace)
         self._settings = settings
         self._script = r.register_script(_LUA)
@@ -93,7 +99,8 @@ class Finalizer:
                     args.append(self._settings.result_ttl_s)
                     p.evalsha(self._register.sha, 1, self._keys.job(job.id), *args)
                 take = also(p) if also is not None else None
-                replies = p.execute(raise_on_error=False)
+                replies = (p.execute(raise_on_error=False) if self._direct is None
+                           else self._direct.execute(p, raise_on_error=False))
             codes = replies[:len(jobs)]
             lost = next((x for x in codes if isinstance(x, redis.exceptions.NoScriptError)), None)
             if lost is not None and not attempt:
@@ -169,7 +176,13 @@ class Finalizer:
               event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes]) -> list[Any]:
         """One run of the script over ``groups``."""
         keys, args = self._args(groups, ack, event, whole=whole, entries=entries)
-        return list(self._script(keys=keys, args=args))
+        if self._direct is None:
+            return list(self._script(keys=keys, args=args))
+        try:
+            return list(self._direct.call("EVALSHA", self._script.sha, len(keys), *keys, *args))
+        except redis.exceptions.NoScriptError:  # a server that lost its scripts (a restart)
+            self._direct.call("SCRIPT", "LOAD", _LUA)
+            return list(self._direct.call("EVALSHA", self._script.sha, len(keys), *keys, *args))
 
     def _args(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
               event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes]) -> tuple[list[str], list[object]]:

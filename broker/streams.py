@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import redis
 
 from adaserve.broker.codec import FIELD, encode_map, unpack, validate
+from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import Event
 
@@ -69,8 +70,15 @@ def trim_consumed(r: redis.Redis[bytes], stream: str, group: str, *, keep_ms: fl
     return int(r.xtrim(stream, minid=f"{bound[0]}-{bound[1]}", approximate=approximate))
 
 
-def publish(r: redis.Redis[bytes], stream: str, raw: bytes, maxlen: int | None = None) -> str:
+def publish(r: redis.Redis[bytes] | Direct, stream: str, raw: bytes, maxlen: int | None = None) -> str:
+    if isinstance(r, Direct):
+        return _s(r.call("XADD", stream, *xadd_trim(maxlen), "*", FIELD, raw))
     return _s(r.xadd(stream, {FIELD: raw}, maxlen=maxlen, approximate=True))
+
+
+def xadd_trim(maxlen: int | None) -> list[Any]:
+    """XADD's arguments for an approximate MAXLEN (none without one), as redis-py's ``xadd`` sends them."""
+    return [] if maxlen is None else ["MAXLEN", "~", maxlen]
 
 
 def _entries(reply: Any) -> list[Entry]:
@@ -91,17 +99,51 @@ def _entries(reply: Any) -> list[Entry]:
 entries_of = _entries
 
 
+def _raw_entries(reply: Any) -> list[Entry]:
+    """The entries of an XREAD or XREADGROUP reply as the server sent it (``Direct``): streams
+    as a map (RESP3) or a list of pairs (RESP2), each entry ``[id, [field, value, ...]]``, the
+    fields nil for an entry deleted while pending."""
+    out: list[Entry] = []
+    if not reply:
+        return out
+    items = reply.items() if isinstance(reply, dict) else reply
+    for stream, msgs in items:
+        name = _s(stream)
+        for mid, fields in msgs:
+            raw = None
+            if fields:
+                for i in range(0, len(fields) - 1, 2):
+                    if fields[i] == FIELD:
+                        raw = fields[i + 1]
+                        break
+            out.append(Entry(name, _s(mid), raw))
+    return out
+
+
+def _read_args(streams: dict[str, str], count: int, block_ms: int | None) -> list[Any]:
+    args: list[Any] = ["COUNT", count]
+    if block_ms is not None:
+        args += ["BLOCK", block_ms]
+    return [*args, "STREAMS", *streams.keys(), *streams.values()]
+
+
 def read_group(
-    r: redis.Redis[bytes], streams: dict[str, str] | list[str], group: str, consumer: str,
+    r: redis.Redis[bytes] | Direct, streams: dict[str, str] | list[str], group: str, consumer: str,
     *, count: int = 64, block_ms: int | None = None,
 ) -> list[Entry]:
-    """XREADGROUP of new entries (``>``), or of this consumer's own pending ones with ids."""
+    """XREADGROUP of new entries (``>``), or of this consumer's own pending ones with ids; on a
+    ``Direct``, without redis-py's per-command machinery."""
     ids = streams if isinstance(streams, dict) else {s: ">" for s in streams}
+    if isinstance(r, Direct):
+        return _raw_entries(r.call("XREADGROUP", "GROUP", group, consumer, *_read_args(ids, count, block_ms)))
     return _entries(r.xreadgroup(group, consumer, ids, count=count, block=block_ms))
 
 
-def read(r: redis.Redis[bytes], streams: dict[str, str], *, count: int = 512, block_ms: int | None = None) -> list[Entry]:
+def read(r: redis.Redis[bytes] | Direct, streams: dict[str, str], *, count: int = 512,
+         block_ms: int | None = None) -> list[Entry]:
     """Plain XREAD (no group), e.g. for following telemetry or a reply stream."""
+    if isinstance(r, Direct):
+        return _raw_entries(r.call("XREAD", *_read_args(streams, count, block_ms)))
     return _entries(r.xread(streams, count=count, block=block_ms))
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from adaserve.broker import streams
 from adaserve.broker.codec import unpack, validate
+from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.broker.keys import Keys
@@ -69,8 +70,9 @@ class Follower:
     """Pools, in-flight batches and per-pool queueing delay, kept current from the server."""
 
     def __init__(self, r: redis.Redis[bytes], keys: Keys, worker_ttl_s: float, *,
-                 overload: Overload | None = None) -> None:
+                 overload: Overload | None = None, direct: Direct | None = None) -> None:
         self.r, self.keys = r, keys
+        self._direct = direct or Direct(r)  # the blocking read of telemetry, in the loop's thread
         self.overload = overload  # told what finished, to measure each model's drain rate
         self.pools = Pools(worker_ttl_s)
         self.inflight = Inflight()
@@ -106,7 +108,8 @@ class Follower:
 
     def read(self, block_ms: int | None, scheds: Mapping[str, Scheduler]) -> None:
         """Apply the telemetry that arrived since the last read (waiting up to ``block_ms``)."""
-        self._apply(streams.read(self.r, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms), scheds)
+        self._apply(streams.read(self._direct, {self.keys.telemetry: self._last}, count=1024, block_ms=block_ms),
+                    scheds)
 
     def queue(self, p: redis.client.Pipeline[bytes], scheds: Mapping[str, Scheduler], *,
               read: bool) -> Callable[[list[Any]], None]:

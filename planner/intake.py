@@ -17,6 +17,7 @@ import redis
 
 from adaserve.broker import streams
 from adaserve.broker.codec import unpack, validate
+from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Also, Finalizer
 from adaserve.broker.jobform import is_columnar
@@ -47,8 +48,9 @@ class Intake:
 
     def __init__(self, r: redis.Redis[bytes], settings: Settings, limits: Limits, fin: Finalizer, *,
                  check: Callable[[Job, float], None] | None = None,
-                 family: Callable[[str], bool] | None = None) -> None:
+                 family: Callable[[str], bool] | None = None, direct: Direct | None = None) -> None:
         self.r, self.settings, self.limits, self.fin = r, settings, limits, fin
+        self.direct = direct  # the caller's held connection, for the round trip of a read with no job
         self.check = check
         # A job naming a task family (HELIOS) is checked against its candidates by ``check``.
         self.family = family
@@ -78,7 +80,8 @@ class Intake:
             if also is not None:
                 with self.r.pipeline(transaction=False) as p:
                     take = also(p)
-                    take(p.execute(raise_on_error=False))
+                    take(p.execute(raise_on_error=False) if self.direct is None
+                         else self.direct.execute(p, raise_on_error=False))
             return []
         codes = self.fin.register_all([(job, e.id, float(e.ms), digest(e.raw)) for e, job in valid], also=also)
         again = [job for (_, job), code in zip(valid, codes) if int(code) == 0]

@@ -21,6 +21,7 @@ from adaserve.broker import streams
 from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode, encode_map
 from adaserve.broker.connection import connect
+from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Also, Ending, Finalizer
 from adaserve.broker.keys import PLANNER_GROUP, Keys
@@ -56,8 +57,11 @@ class Planner:
         self.limits = limits or default_limits()
         self.keys = Keys(settings.namespace)
         self.r = connect(settings, block_ms=max(settings.block_ms, 500))
-        self.fin = Finalizer(self.r, settings)
-        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job, family=self._is_family)
+        # The loop's round trips (its reads, its pipelines) on one held connection
+        self._direct = Direct(self.r)
+        self.fin = Finalizer(self.r, settings, direct=self._direct)
+        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job, family=self._is_family,
+                             direct=self._direct)
         self.helios = helios or HeliosParams()
         self._repo: Repository | None = None  # HELIOS's families, read from the models on first need
         self.consumer = self.config.consumer()
@@ -70,7 +74,7 @@ class Planner:
                                     max_batch=self.config.max_batch)
         self._admitting: dict[str, int] = {}  # requests admitted in this read, not yet queued
         self._read_ms = 0.0  # when the current ingress read began (server clock)
-        self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload)
+        self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload, direct=self._direct)
         self.pools = self.follow.pools
         self.clock = ServerClock()
         self._next_clock = self._next_touch = 0.0
@@ -227,7 +231,7 @@ class Planner:
         """New jobs admitted; the telemetry since the last read (with ``read``) and the pools'
         in-flight counts come back on the round trip that registers the jobs."""
         t = time.perf_counter()
-        entries = streams.read_group(self.r, [self.keys.jobs], PLANNER_GROUP, self.consumer,
+        entries = streams.read_group(self._direct, [self.keys.jobs], PLANNER_GROUP, self.consumer,
                                      count=self.config.read_count, block_ms=block_ms)
         if block_ms is not None:  # a wait for work is not work (a non-blocking read's round trip is)
             self._blocked_s += time.perf_counter() - t
@@ -445,10 +449,10 @@ class Planner:
     def _execute(self) -> None:
         """Run the pipeline; a queued script's error goes to its taker, any other raises."""
         if not self._takers:
-            self._pipe.execute()
+            self._direct.execute(self._pipe)
             return
         takers, self._takers = self._takers, []
-        replies = self._pipe.execute(raise_on_error=False)
+        replies = self._direct.execute(self._pipe, raise_on_error=False)
         for at, take in takers:
             take(replies[at])
         taken = {at for at, _ in takers}

@@ -24,14 +24,16 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 
+from adaserve.broker.codec import FIELD
 from adaserve.broker.connection import connect
+from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Job
 from adaserve.broker.outage import Outage, is_transient, ride_out
 from adaserve.broker.replies import ColumnsEntry, read_reply_entry
 from adaserve.broker.settings import Limits, Settings, load_limits
-from adaserve.broker.streams import Entry, publish, read
+from adaserve.broker.streams import Entry, publish, read, xadd_trim
 from adaserve.producers.handle import JobHandle
 from adaserve.producers.jobs import encode_checked, new_id
 from adaserve.producers.results import JobResult
@@ -67,6 +69,10 @@ class Client:
         self._block_ms = read_block_ms
         self._chunk = max(1, chunk)
         self._r = connect(settings, block_ms=read_block_ms)
+        # Held connections for the two commands of every job: its XADD (senders take turns under
+        # ``_sending``) and the reply stream's read (one reader at a time, ``_reading``).
+        self._send, self._recv = Direct(self._r), Direct(self._r)
+        self._sending = threading.Lock()
         self._outage = Outage(f"client {cid}", max_s=settings.max_outage_s, wait_first=False, logger=log)
         self._cond = threading.Condition()
         self._reading = False
@@ -113,12 +119,15 @@ class Client:
         stream, maxlen = self._keys.jobs, self.settings.stream_maxlen
 
         def send() -> list[str]:
-            if len(raws) == 1:
-                return [publish(self._r, stream, raws[0], maxlen)]
-            pipe = self._r.pipeline(transaction=False)
-            for raw in raws:
-                pipe.xadd(stream, {b"m": raw}, maxlen=maxlen, approximate=True)
-            return [i.decode() if isinstance(i, bytes) else str(i) for i in pipe.execute()]
+            with self._sending:
+                if len(raws) == 1:
+                    return [publish(self._send, stream, raws[0], maxlen)]
+                trim = xadd_trim(maxlen)
+                ids = self._send.calls([("XADD", stream, *trim, "*", FIELD, raw) for raw in raws])
+            error = next((i for i in ids if isinstance(i, Exception)), None)
+            if error is not None:
+                raise error
+            return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
         return ride_out(send, self._outage)
 
@@ -209,7 +218,7 @@ class Client:
     def _read(self, block_ms: int, left: float | None) -> list[Entry]:
         """One read of the reply stream; during an outage, one backoff pause (within ``left``)."""
         try:
-            entries = read(self._r, {self.reply_stream: self._last}, count=512, block_ms=block_ms)
+            entries = read(self._recv, {self.reply_stream: self._last}, count=512, block_ms=block_ms)
         except redis.RedisError as exc:
             if not is_transient(exc):
                 raise

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import redis
 
 from adaserve.broker.clock import ServerClock
+from adaserve.broker.direct import Direct
 from adaserve.broker.errors import BrokerUnavailable, InvalidMessage
 from adaserve.broker.outage import Outage, is_transient
 from adaserve.broker.settings import Limits, Settings
@@ -42,6 +43,7 @@ class Reader:
         todo: queue.SimpleQueue[Work | None], done: queue.SimpleQueue[Work | None], outage: Outage | None = None,
     ) -> None:
         self._r = r
+        self._direct = Direct(r)  # its read of batches, once per batch: this thread's alone
         self._s = settings
         self.stream = reclaimer.stream
         self.pool, self.worker = pool, worker
@@ -95,7 +97,7 @@ class Reader:
 
     def _read(self, free: int) -> None:
         cursor = self._own_cursor
-        entries = read_group(self._r, {self.stream: cursor or ">"}, self.pool, self.worker,
+        entries = read_group(self._direct, {self.stream: cursor or ">"}, self.pool, self.worker,
                              count=free, block_ms=None if cursor else self._s.block_ms)
         if cursor is not None:
             self._own_cursor = entries[-1].id if entries else None

@@ -17,6 +17,7 @@ import redis
 
 from adaserve.broker.clock import ServerClock
 from adaserve.broker.codec import encode, unpack
+from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.events import BatchFinished, RequestTiming
 from adaserve.broker.finalize import Ending, Finalizer, Packed
@@ -43,7 +44,7 @@ class Publisher:
         self._stop = stop
         self._s = settings
         self._keys = Keys(settings.namespace)
-        self._fin = Finalizer(r, settings)
+        self._fin = Finalizer(r, settings, direct=Direct(r))  # called from the publisher's thread only
         self._worker, self._pool, self._device = worker, pool, device
         self._clock = clock
         self.group = pool

@@ -7,7 +7,19 @@ import redis
 
 from adaserve.broker import Ending, Finalizer, Job, Keys, Request, Result, Settings, Slo, Tensor, Timings, decode, probe, streams
 from adaserve.broker.codec import encode_map
+from adaserve.broker.direct import Direct
 from adaserve.broker.replies import read_reply
+
+MakeFin = Callable[["redis.Redis[bytes]", Settings], Finalizer]
+
+
+@pytest.fixture(params=["redis-py", "direct"])
+def make_fin(request: pytest.FixtureRequest) -> MakeFin:
+    """Each finaliser test twice: its round trips through redis-py, and on a held ``Direct``
+    connection (the worker's publisher and the planner use that one)."""
+    if request.param == "direct":
+        return lambda r, settings: Finalizer(r, settings, direct=Direct(r))
+    return Finalizer
 
 
 def test_probe_reports_streams_capabilities(r: "redis.Redis[bytes]") -> None:
@@ -59,9 +71,10 @@ def _end(rid: str, status: str) -> Ending:
     return Ending(res, "c")
 
 
-def test_finalizer_ends_each_request_once_and_completes_the_job(r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_finalizer_ends_each_request_once_and_completes_the_job(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
     k = Keys(settings.namespace)
-    fin = Finalizer(r, settings)
+    fin = make_fin(r, settings)
     assert fin.register(_job(3), "5-0", 5.0) == 1
     assert fin.register(_job(3), "5-0", 5.0) == 0  # redelivery of the same entry
     assert fin.register(_job(3), "6-0", 6.0) == -1  # a second job with the same id
@@ -83,10 +96,10 @@ def test_finalizer_ends_each_request_once_and_completes_the_job(r: "redis.Redis[
 
 
 def test_finalizer_keeps_the_job_hash_and_reply_stream_for_the_result_ttl(
-    r: "redis.Redis[bytes]", settings: Settings,
+    r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin,
 ) -> None:
     k = Keys(settings.namespace)
-    fin = Finalizer(r, settings)
+    fin = make_fin(r, settings)
     fin.register(_job(3), "5-0", 5.0)
     r.persist(k.job("j"))  # the TTL checked below must come from ending, not from registering
     assert fin.end([_end("r0", "completed"), _end("r1", "completed")]) == 2
@@ -123,16 +136,17 @@ def test_trim_consumed_drops_only_what_the_group_is_done_with(r: "redis.Redis[by
     assert streams.trim_consumed(r, "no-such-stream", "g", keep_ms=0, now_ms=1e9) == 0
 
 
-def test_registration_survives_a_server_that_lost_its_scripts(r: "redis.Redis[bytes]", settings: Settings) -> None:
-    fin = Finalizer(r, settings)
+def test_registration_survives_a_server_that_lost_its_scripts(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
+    fin = make_fin(r, settings)
     r.script_flush()  # as a restart without persistence leaves it
     assert fin.register_all([(_job(2), "7-0", 7.0, ""), (_job(2), "7-0", 7.0, "")]) == [1, 0]
 
 
 @pytest.mark.parametrize("flush", [False, True])
-def test_registration_carries_other_commands_on_its_round_trip(r: "redis.Redis[bytes]", settings: Settings,
+def test_registration_carries_other_commands_on_its_round_trip(r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin,
                                                                flush: bool) -> None:
-    fin = Finalizer(r, settings)
+    fin = make_fin(r, settings)
     side = Keys(settings.namespace).telemetry
     r.xadd(side, {"m": b"x"})
     got: list[list[object]] = []
@@ -149,11 +163,12 @@ def test_registration_carries_other_commands_on_its_round_trip(r: "redis.Redis[b
     assert replies[0] == 1 and isinstance(replies[1], redis.ResponseError)
 
 
-def test_a_redelivered_batch_ends_only_the_rest_and_is_acked_once(r: "redis.Redis[bytes]", settings: Settings) -> None:
+def test_a_redelivered_batch_ends_only_the_rest_and_is_acked_once(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
     """A job whose requests all end together costs one flag write and one entry; a batch that
     finds some already ended sends the rest one by one, then acks and reports, exactly once."""
     k = Keys(settings.namespace)
-    fin = Finalizer(r, settings)
+    fin = make_fin(r, settings)
     fin.register(_job(4), "5-0", 5.0)
     streams.ensure_group(r, k.batches("cpu"), "cpu")
     bid = streams.publish(r, k.batches("cpu"), b"batch")
@@ -174,8 +189,9 @@ def test_a_redelivered_batch_ends_only_the_rest_and_is_acked_once(r: "redis.Redi
     assert r.hget(k.job("j"), "remaining") == b"0"
 
 
-def test_a_job_ended_whole_costs_one_flag_write(r: "redis.Redis[bytes]", settings: Settings) -> None:
-    fin = Finalizer(r, settings)
+def test_a_job_ended_whole_costs_one_flag_write(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
+    fin = make_fin(r, settings)
     fin.register(_job(32), "5-0", 5.0)
 
     def calls() -> dict[str, int]:
@@ -190,13 +206,13 @@ def test_a_job_ended_whole_costs_one_flag_write(r: "redis.Redis[bytes]", setting
 
 
 def test_a_job_given_its_own_entry_goes_as_that_entry_and_a_redelivery_builds_each_result(
-        r: "redis.Redis[bytes]", settings: Settings) -> None:
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
     """A worker's ``columns`` entry is published as given, the requests' own entries never built;
     when some of the job's requests had ended, the rest go out one by one, built only then."""
     from adaserve.broker.finalize import Packed
 
     k = Keys(settings.namespace)
-    fin = Finalizer(r, settings)
+    fin = make_fin(r, settings)
     built: list[str] = []
 
     def packed(job: str) -> list[Packed]:
@@ -220,12 +236,12 @@ def test_a_job_given_its_own_entry_goes_as_that_entry_and_a_redelivery_builds_ea
 
 
 def test_ends_queued_on_a_pipeline_go_in_order_and_survive_a_flushed_script_cache(
-    r: "redis.Redis[bytes]", settings: Settings,
+    r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin,
 ) -> None:
     """The planner's expiries ride its pipeline: results before the commands queued after them,
     no script cache needed, and a job some of whose requests had ended is finished by the taker."""
     k = Keys(settings.namespace)
-    fin = Finalizer(r, settings)
+    fin = make_fin(r, settings)
     fin.register(_job(3), "5-0", 5.0)
     assert fin.end([_end("r0", "completed")]) == 1
     r.script_flush()  # a restarted server: EVALSHA would fail here while the XADD after it succeeds
@@ -245,8 +261,9 @@ def test_ends_queued_on_a_pipeline_go_in_order_and_survive_a_flushed_script_cach
         assert take(p.execute(raise_on_error=False)[at]) == 0  # ended already: nothing new
 
 
-def test_a_queued_end_reports_a_server_error_to_its_taker(r: "redis.Redis[bytes]", settings: Settings) -> None:
-    fin = Finalizer(r, settings)
+def test_a_queued_end_reports_a_server_error_to_its_taker(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
+    fin = make_fin(r, settings)
     r.set(Keys(settings.namespace).job("j"), b"not a hash")
     with r.pipeline(transaction=False) as p:
         take = fin.queue_end(p, [_end("r0", "expired")])
