@@ -20,6 +20,7 @@ from adaserve.broker.errors import ConfigError
 from adaserve.broker.settings import Limits, Settings
 from adaserve.broker.violations import explain
 from adaserve.loadgen.summary import LoadSummary, summarize
+from adaserve.process import collection_paused
 from adaserve.producers.client import Client
 from adaserve.producers.jobs import make_job
 from adaserve.producers.results import JobResult
@@ -116,7 +117,7 @@ def run_load(
     steady: set[str] = set()  # the jobs due from ``steady_from_s`` on
     t0 = time.monotonic()
     last_done = t0
-    with Client(settings, limits=limits, read_block_ms=50) as client, (bar or nullcontext()):
+    with collection_paused(), Client(settings, limits=limits, read_block_ms=50) as client, (bar or nullcontext()):
         sent = 0
         while sent < n_jobs:
             due = int(np.searchsorted(offsets, time.monotonic() - t0, side="right"))

@@ -74,3 +74,27 @@ def test_settling_the_heap_takes_what_lives_now_out_of_every_collection(unfrozen
     assert not any(id(x) in tracked for x in kept)
     later = [[1]]  # made afterwards: collected as before
     assert any(x is later for x in gc.get_objects())
+
+
+def test_no_cyclic_collection_runs_while_paused_and_one_runs_after() -> None:
+    import gc
+
+    from adaserve.process import collection_paused
+
+    collected: list[int] = []
+
+    def heard(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            collected.append(info["generation"])
+
+    gc.callbacks.append(heard)
+    try:
+        with collection_paused():
+            assert not gc.isenabled()
+            for _ in range(50_000):  # far past the youngest generation's threshold
+                a: list[object] = []
+                a.append(a)
+            assert collected == []
+        assert gc.isenabled() and collected  # the cycles made inside are collected after
+    finally:
+        gc.callbacks.remove(heard)
