@@ -73,7 +73,7 @@ def collection_paused() -> Iterator[None]:
     collection after it.
 
     For a load generator, whose promise is its arrival process: the results it keeps make its heap
-    grow through a run, and full collections of it stalled the sender 100-150 ms at 1,500 jobs a
+    grow through a run, and full collections of it stalled the sender 85-460 ms at 1,500 jobs a
     second; the pipeline then saw a silence and a burst that the schedule never had (docs/orloj.md,
     sixth session)."""
     was = gc.isenabled()
