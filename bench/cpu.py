@@ -26,13 +26,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14, 15 of stat(5))
 
 
-def redis_calls(r: Any) -> int:
-    """Commands the server has executed so far (all clients, ``INFO commandstats``)."""
-    return sum(redis_calls_by_command(r).values())
-
-
 def redis_calls_by_command(r: Any) -> dict[str, int]:
-    """Commands executed so far, by name (``cmdstat_xadd`` -> ``xadd``; scripts as ``evalsha``)."""
+    """Commands the server has executed so far (all clients, ``INFO commandstats``), by name
+    (``cmdstat_xadd`` -> ``xadd``; scripts as ``evalsha``)."""
     stats: Mapping[str, Any] = r.info("commandstats")
     return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items() if isinstance(v, Mapping)}
 
@@ -44,7 +40,6 @@ class CpuMeter:
     pids: dict[str, int]
     redis: Any
     spent: dict[str, float] | None = None
-    calls: int = 0
     by_command: dict[str, int] = field(default_factory=dict)
     _t0: dict[str, float] | None = None
     _c0: dict[str, int] = field(default_factory=dict)
@@ -66,8 +61,12 @@ class CpuMeter:
         for name, n in c1.items():
             if n - self._c0.get(name, 0) > 0:
                 self.by_command[name] = self.by_command.get(name, 0) + n - self._c0.get(name, 0)
-        self.calls = sum(self.by_command.values())
         self._t0 = None
+
+    @property
+    def calls(self) -> int:
+        """Commands the server executed over the stretches, all names."""
+        return sum(self.by_command.values())
 
     def per_request_us(self, requests: int) -> dict[str, float]:
         if not self.spent or requests <= 0:

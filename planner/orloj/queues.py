@@ -15,6 +15,7 @@ largest size) and ``next_ms[i]`` (its next milestone in size ``i``'s queue).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -61,16 +62,12 @@ class SizeQueues:
         self._free.extend(range(2 * old - 1, old - 1, -1))
 
     def alloc(self, rid: int) -> int:
-        if not self._free:
-            self._grow()
-        slot = self._free.pop()
-        self.owner[slot] = rid
-        self.high = max(self.high, slot + 1)
-        return slot
+        return self.alloc_many(rid, 1)[1][0]
 
-    def alloc_many(self, first: int, n: int) -> slice | np.ndarray:
-        """``alloc`` for the ids ``first .. first + n - 1``, in that order: their slots as a slice
-        when they are one ascending run (the free list's usual answer), else as an index array."""
+    def alloc_many(self, first: int, n: int) -> tuple[slice | np.ndarray, Sequence[int]]:
+        """Slots for the ids ``first .. first + n - 1``, in that order: as an index (a slice when
+        they are one ascending run, the free list's usual answer, else an index array) and as a
+        sequence of ints."""
         while len(self._free) < n:
             self._grow()
         free = self._free
@@ -78,15 +75,14 @@ class SizeQueues:
         taken = free[-n:]
         del free[-n:]
         if taken == list(range(lo + n - 1, lo - 1, -1)):
-            slots: slice | np.ndarray = slice(lo, lo + n)
-            top = lo + n
+            index: slice | np.ndarray = slice(lo, lo + n)
+            slots: Sequence[int] = range(lo, lo + n)
         else:
-            slots = np.asarray(taken[::-1], dtype=np.int64)
-            top = max(taken) + 1
-        self.owner[slots] = np.arange(first, first + n)
-        if top > self.high:
-            self.high = top
-        return slots
+            slots = taken[::-1]
+            index = np.asarray(slots, dtype=np.int64)
+        self.owner[index] = np.arange(first, first + n)
+        self.high = max(self.high, max(slots) + 1)
+        return index, slots
 
     def enter(self, slot: int, top: int) -> None:
         """The request in ``slot`` now belongs to the queues of sizes ``0..top`` (indices)."""

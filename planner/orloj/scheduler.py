@@ -214,8 +214,7 @@ class OrlojScheduler(Scheduler):
         n = len(items)
         first = self._next
         self._next += n
-        slots = q.alloc_many(first, n)
-        slot_list = range(slots.start, slots.stop) if isinstance(slots, slice) else slots.tolist()
+        slots, slot_list = q.alloc_many(first, n)
         for slot, item in zip(slot_list, items):
             q.items[slot] = item
         assert self._base is not None
@@ -263,9 +262,8 @@ class OrlojScheduler(Scheduler):
         q = self.q
         n = len(staged)
         rids = range(self._next, self._next + n)
+        slots, slot_list = q.alloc_many(self._next, n)
         self._next += n
-        slot_list = [q.alloc(r) for r in rids]
-        slots = np.asarray(slot_list, dtype=np.int64)
         for slot, item in zip(slot_list, staged):
             q.items[slot] = item
         cost = 1.0 + self.class_cost * np.asarray([max(p.priority_class, 0) for p in staged], dtype=np.float64)
