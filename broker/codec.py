@@ -111,6 +111,11 @@ def peek(raw: Any) -> dict[str, Any]:
         body = msgpack.unpackb(raw, raw=False, max_bin_len=1 << 24, max_str_len=1 << 16)
     except Exception:
         return {}
+    return summary(body)
+
+
+def summary(body: Any) -> dict[str, Any]:
+    """``peek`` of a map already unpacked."""
     if not isinstance(body, dict):
         return {}
     out: dict[str, Any] = {}

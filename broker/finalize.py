@@ -162,7 +162,11 @@ class Finalizer:
 
         The script travels whole (EVAL, not EVALSHA): a server that lost its scripts (a restart)
         must not fail this call while the commands queued after it, its jobs' acks, succeed."""
-        parts = _by_job([Packed.of(e) for e in endings])
+        return self.queue_end_packed(p, [Packed.of(e) for e in endings])
+
+    def queue_end_packed(self, p: redis.client.Pipeline[bytes], items: Sequence[Packed]) -> Callable[[Any], int]:
+        """``queue_end`` for results encoded by the caller."""
+        parts = _by_job(items)
         keys, args = self._args(parts, None, b"", whole=True, entries={})
         p.eval(_LUA, len(keys), *keys, *args)
 

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 
 from adaserve.broker import streams
-from adaserve.broker.codec import encode, peek
+from adaserve.broker.codec import encode, encode_map, peek, results_entry, summary
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Result, Timings
@@ -21,10 +21,14 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 def reject(
     pipe: redis.client.Pipeline[bytes], keys: Keys, settings: Settings, *, entry_id: str, entry_ms: float,
     raw: bytes | None, error: InvalidMessage, now_ms: float, dead_letter: bool = True, max_ids: int = 1024,
+    body: dict[str, Any] | None = None,
 ) -> None:
     """Queue on ``pipe`` everything a rejection writes (the caller acks and executes); the dead
-    letter keeps the original bytes of a job that was wrong, not of one refused for load."""
-    info: dict[str, Any] = peek(raw) if raw is not None else {}
+    letter keeps the original bytes of a job that was wrong, not of one refused for load.
+    ``body``: the entry's map when the caller has unpacked it already (not decoded again).
+    The job's results go out as one ``results`` entry: a planner refusing jobs is one that has
+    fallen behind, and an entry per request made each refusal cost more the further behind it was."""
+    info: dict[str, Any] = summary(body) if body is not None else peek(raw) if raw is not None else {}
     job_id = info.get("id", "") if _ID.match(info.get("id", "")) else ""
     reply_to = info.get("reply_to", "")
     ids = [i for i in info.get("request_ids", []) if isinstance(i, str) and _ID.match(i)] or [""]
@@ -41,10 +45,14 @@ def reject(
         }, maxlen=settings.stream_maxlen, approximate=True)
     if job_id and _ID.match(reply_to):
         timings = Timings(submitted_ms=entry_ms, finished_ms=now_ms, total_ms=max(now_ms - entry_ms, 0.0))
-        for rid in ids:
-            res = Result(job_id=job_id, request_id=rid, app=str(info.get("app", "default"))[:64],
-                         model=str(info.get("model", ""))[:64], status="rejected", reason=reason, timings=timings)
-            pipe.xadd(keys.reply(reply_to), {b"m": encode(res)}, maxlen=settings.stream_maxlen, approximate=True)
+        res = Result(job_id=job_id, request_id=ids[0], app=str(info.get("app", "default"))[:64],
+                     model=str(info.get("model", ""))[:64], status="rejected", reason=reason, timings=timings)
+        if len(ids) == 1:
+            entry = encode(res)
+        else:  # one validated result, its map re-packed per request id
+            base = res.model_dump(mode="python")
+            entry = results_entry(job_id, [encode_map({**base, "request_id": rid}) for rid in ids])
+        pipe.xadd(keys.reply(reply_to), {b"m": entry}, maxlen=settings.stream_maxlen, approximate=True)
         pipe.expire(keys.reply(reply_to), settings.result_ttl_s)
     pipe.xadd(keys.telemetry, {b"m": streams.event_bytes(
         event="job.rejected", ts=now_ms, job_id=job_id, app=str(info.get("app", ""))[:64],

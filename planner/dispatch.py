@@ -6,7 +6,7 @@ import uuid
 from collections import defaultdict
 
 from adaserve.broker.codec import encode_map
-from adaserve.broker.finalize import Ending
+from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import Plan, Request, Result, Timings
 from adaserve.planner.core import Pending
 from adaserve.planner.state import HeldJob
@@ -92,15 +92,23 @@ def build_batches(model: str, items: list[Pending], now_ms: float, plan: Plan,
             + build_batches(model, items[half:], now_ms, plan, max_bytes))
 
 
-def expiries(items: list[Pending], now_ms: float, why: str) -> tuple[list[Ending], dict[str, list[Pending]]]:
-    """``expired`` results for ``items`` and the same items grouped by job (for events)."""
-    endings: list[Ending] = []
+def expiries(items: list[Pending], now_ms: float, why: str) -> tuple[list[Packed], dict[str, list[Pending]]]:
+    """``expired`` results for ``items``, packed, and the same items grouped by job (for events).
+    One ``Result`` is built and validated per job and its map packed again per request: a planner
+    expires most when it has fallen behind, and a pydantic result per request was much of what
+    each expiry cost it then."""
     by_job: dict[str, list[Pending]] = defaultdict(list)
     for p in items:
-        held: HeldJob = p.payload[0]
-        timings = Timings(submitted_ms=held.submitted_ms, finished_ms=now_ms, total_ms=max(now_ms - held.submitted_ms, 0.0))
-        res = Result(job_id=p.job_id, request_id=p.request_id, app=p.app, model=p.model, status="expired",
-                     reason=why, timings=timings)
-        endings.append(Ending(res, held.job.reply_to))
         by_job[p.job_id].append(p)
-    return endings, by_job
+    out: list[Packed] = []
+    for job_id, ps in by_job.items():
+        first = ps[0]
+        held: HeldJob = first.payload[0]
+        timings = Timings(submitted_ms=held.submitted_ms, finished_ms=now_ms, total_ms=max(now_ms - held.submitted_ms, 0.0))
+        res = Result(job_id=job_id, request_id=first.request_id, app=first.app, model=first.model, status="expired",
+                     reason=why, timings=timings)
+        reply_to = held.job.reply_to
+        base = res.model_dump(mode="python")
+        out += [Packed(job_id, p.request_id, "expired", reply_to, encode_map({**base, "request_id": p.request_id}))
+                for p in ps]
+    return out, by_job

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 
@@ -44,14 +45,20 @@ class Intake:
     """``check`` is the planner's own say on a job that passed validation, given the job and its
     submission time in ms (MOSEL: can its accuracy floor be reached; admission control: can the
     queue serve it in time); it raises ``InvalidMessage`` to reject, like the validation before it.
-    An ``overloaded`` rejection writes no dead letter: the job was fine, the moment was not."""
+    An ``overloaded`` rejection writes no dead letter: the job was fine, the moment was not.
+    ``shed`` is the admission control's look at the unpacked map, before validation: a planner
+    that has fallen behind refuses most of what it reads, and validating a job only to refuse it
+    was a third of what each refusal cost (a job refused for load is not checked; the
+    producer's retry is)."""
 
     def __init__(self, r: redis.Redis[bytes], settings: Settings, limits: Limits, fin: Finalizer, *,
                  check: Callable[[Job, float], None] | None = None,
+                 shed: Callable[[dict[str, Any], float], None] | None = None,
                  family: Callable[[str], bool] | None = None, direct: Direct | None = None) -> None:
         self.r, self.settings, self.limits, self.fin = r, settings, limits, fin
         self.direct = direct  # the caller's held connection, for the round trip of a read with no job
         self.check = check
+        self.shed = shed
         # A job naming a task family (HELIOS) is checked against its candidates by ``check``.
         self.family = family
         self.keys = Keys(settings.namespace)
@@ -62,10 +69,13 @@ class Intake:
         registration's round trip (or on a round trip of their own when no job passed)."""
         valid: list[tuple[Entry, Job]] = []
         for e in entries:
+            body: dict[str, Any] | None = None
             try:
                 if e.raw is None:
                     raise InvalidMessage("undecodable", "entry has no 'm' field or was deleted")
                 body = unpack(e.raw, self.limits)
+                if self.shed is not None:
+                    self.shed(body, float(e.ms))
                 job = validate(body, self.limits, expect=Job)
                 if self.family is None or not self.family(job.model):
                     # a job in columns is checked per stacked input, not per request
@@ -75,7 +85,7 @@ class Intake:
                     self.check(job, float(e.ms))
                 valid.append((e, job))
             except InvalidMessage as exc:
-                self._reject(pipe, e, exc, now_ms)
+                self._reject(pipe, e, exc, now_ms, body)
         if not valid:
             if also is not None:
                 with self.r.pipeline(transaction=False) as p:
@@ -131,7 +141,8 @@ class Intake:
             rows = p.execute()
         return {job.id: {f.decode()[2:] for f in fields if f.startswith(b"d:")} for job, fields in zip(jobs, rows)}
 
-    def _reject(self, pipe: redis.client.Pipeline[bytes], e: Entry, error: InvalidMessage, now_ms: float) -> None:
+    def _reject(self, pipe: redis.client.Pipeline[bytes], e: Entry, error: InvalidMessage, now_ms: float,
+                body: dict[str, Any] | None = None) -> None:
         reject(pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=error, now_ms=now_ms,
-               dead_letter=error.reason != "overloaded", max_ids=self.limits.max_requests_per_job)
+               dead_letter=error.reason != "overloaded", max_ids=self.limits.max_requests_per_job, body=body)
         pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)

@@ -10,6 +10,7 @@ because only a finished batch can free a slot; when nothing waits it blocks on i
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from adaserve.broker.codec import encode, encode_map
 from adaserve.broker.connection import connect
 from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
-from adaserve.broker.finalize import Also, Ending, Finalizer
+from adaserve.broker.finalize import Also, Finalizer, Packed
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job, Plan
 from adaserve.broker.outage import Outage, is_transient
@@ -60,8 +61,8 @@ class Planner:
         # The loop's round trips (its reads, its pipelines) on one held connection
         self._direct = Direct(self.r)
         self.fin = Finalizer(self.r, settings, direct=self._direct)
-        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job, family=self._is_family,
-                             direct=self._direct)
+        self.intake = Intake(self.r, settings, self.limits, self.fin, check=self._check_job, shed=self._shed,
+                             family=self._is_family, direct=self._direct)
         self.helios = helios or HeliosParams()
         self._repo: Repository | None = None  # HELIOS's families, read from the models on first need
         self.consumer = self.config.consumer()
@@ -270,9 +271,17 @@ class Planner:
         arrival_s, deadline_s, floor = ms / 1000.0, (ms + job.slo.deadline_ms) / 1000.0, job.slo.min_accuracy
         if self.heft is not None:
             self.heft.placer.arrived(job.model, now_s, len(todo))
-        for req in todo:
-            sched.add(Pending(job.id, req.id, job.app, job.model, arrival_s, deadline_s,
-                              job.priority, (held, req), floor=floor, job_size=n), now_s)
+        items = [Pending(job.id, req.id, job.app, job.model, arrival_s, deadline_s, job.priority, (held, req),
+                         floor=floor, job_size=n) for req in todo]
+        if deadline_s * 1000.0 <= self._read_ms:
+            # Read after its deadline (behind a backlog in the ingress stream, or a deadline no
+            # pipeline meets): it ends with the step's other expiries without entering the
+            # policy, whose insertion and expiry cost a planner that has fallen behind what it
+            # needs to catch up.
+            self._expiring.append((items, self._read_ms))
+        else:
+            for item in items:
+                sched.add(item, now_s)
         # Stamped with the read's time, when admission decided, as a refusal is: registering the
         # read's jobs takes a round trip, and the simulator replays when each job was read.
         self._event_at(self._read_ms, "job.accepted", {
@@ -304,6 +313,25 @@ class Planner:
         if why is not None:
             raise InvalidMessage("overloaded", why)
         self._admitting[job.model] = self._admitting.get(job.model, 0) + n
+
+    def _shed(self, body: dict[str, Any], entry_ms: float) -> None:
+        """``_check_job``'s load verdict on a job's unpacked map, for a model already planned for:
+        what the verdict reads (the model, the deadline, the number of requests) is taken only
+        when it has the right type, else validation decides first."""
+        model, slo = body.get("model"), body.get("slo")
+        sched = self.scheds.get(model) if isinstance(model, str) else None
+        got = slo.get("deadline_ms") if isinstance(slo, dict) else None
+        reqs = body.get("requests", body.get("request_ids"))
+        if sched is None or type(got) not in (int, float) or not isinstance(reqs, list) or not reqs:
+            return
+        deadline = float(got)  # type: ignore[arg-type]
+        if not 0 < deadline < math.inf:
+            return
+        assert isinstance(model, str)
+        queued = len(sched) + self._admitting.get(model, 0)
+        why = self.overload.check(model, queued, len(reqs), entry_ms, deadline, self._read_ms)
+        if why is not None:
+            raise InvalidMessage("overloaded", why)
 
     def _sched(self, model: str, objective: str = "throughput", only: list[str] | None = None) -> Scheduler:
         s = self.scheds.get(model)
@@ -430,7 +458,7 @@ class Planner:
         server ahead of the results it stands for."""
         if not self._expiring:
             return
-        endings: list[Ending] = []
+        endings: list[Packed] = []
         by_job: dict[str, list[Pending]] = {}
         for items, now_ms in self._expiring:
             e, b = expiries(items, now_ms, "deadline: cannot finish in time")
@@ -438,7 +466,7 @@ class Planner:
             for job_id, ps in b.items():
                 by_job.setdefault(job_id, []).extend(ps)
         self._expiring.clear()
-        self._takers.append((len(self._pipe), self.fin.queue_end(self._pipe, endings)))
+        self._takers.append((len(self._pipe), self.fin.queue_end_packed(self._pipe, endings)))
         for job_id, ps in by_job.items():
             held: HeldJob = ps[0].payload[0]
             self._event("job.expired", job_id=job_id, app=held.job.app, run=held.job.run,
