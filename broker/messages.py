@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from adaserve.broker import jobform
 from adaserve.broker.batchform import expand, is_columnar
+from adaserve.broker.settings import Limits
 from adaserve.broker.tensors import Tensor, limits_of
 from adaserve.broker.violations import over_limit
 
@@ -112,7 +113,7 @@ class Job(_Wire):
             return v
         ids, cols = jobform.rows(v, limits_of(info))
         out = {k: x for k, x in v.items() if k not in jobform.COLUMN_KEYS}
-        out["requests"] = _rows_as_requests(ids, cols)
+        out["requests"] = rows_as_requests(ids, cols)
         return out
 
     @field_validator("requests")
@@ -139,7 +140,7 @@ _REQUEST_SET = {"id", "inputs"}
 _TENSOR_SET = {"dtype", "shape", "data"}
 
 
-def _rows_as_requests(ids: list[str], cols: dict[str, jobform.Column]) -> list[Request]:
+def rows_as_requests(ids: list[str], cols: dict[str, jobform.Column]) -> list[Request]:
     """The ``forward`` requests of a columnar job, each the object ``Request`` validates from the
     request's own map (``tests/broker/test_jobform.py`` holds them equal), built as
     ``model_construct`` builds one but without its pass over each field's default: a job's rows
@@ -163,6 +164,30 @@ def _rows_as_requests(ids: list[str], cols: dict[str, jobform.Column]) -> list[R
         _SET_PRIVATE(r, None)
         out.append(r)
     return out
+
+
+def job_in_columns(body: dict[str, Any], limits: Limits) -> Job | None:
+    """The ``Job`` that ``Job.model_validate(body)`` gives for a job map in columns, for less:
+    the rows are checked by ``jobform.rows`` (as ``Job._columns`` checks them), the request ids'
+    uniqueness here, the job's own fields by pydantic with the first request alone, and the
+    requests built from the rows are put in place without pydantic's pass over each (its
+    after-validator and instance check per request; ``tests/broker/test_jobform.py`` holds the
+    two equal). None when any check fails: the full validation then says why, with its own
+    error. The SDK builds its jobs in columns with it (``producers.jobs.make_job``)."""
+    try:
+        ids, cols = jobform.rows(body, limits)
+    except Exception:  # ValueError or a limit's error: the full validation raises its own
+        return None
+    if len(set(ids)) != len(ids):
+        return None
+    requests = rows_as_requests(ids, cols)
+    head = {k: x for k, x in body.items() if k not in jobform.COLUMN_KEYS}
+    head["requests"] = requests[:1]
+    try:
+        first = Job.model_validate(head, context={"limits": limits})
+    except ValueError:  # pydantic's ValidationError is one
+        return None
+    return first.model_copy(update={"requests": requests})
 
 
 class Placement(_Wire):

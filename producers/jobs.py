@@ -2,10 +2,13 @@
 
 The check is the planner's own: the map that is encoded is validated with the same models and
 limits, so a job the SDK lets through is one the planner accepts (apart from the model name,
-which only the planner knows). ``make_job`` validates the job's request maps once, with the
-limits it is given, and keeps them (keyed by the job, dropped with it): ``encode_checked``
-encodes those very maps instead of dumping the job and validating the dump again, which cost a
-producer as much again as building the job.
+which only the planner knows). ``make_job`` validates the job once, with the limits it is
+given, and keeps the request maps it came from (keyed by the job, dropped with it):
+``encode_checked`` encodes those very maps and validates again only what changed since (the
+reply channel), instead of dumping the job and validating the dump again, which cost a producer
+as much again as building the job. A job in columns is validated without pydantic's pass over
+the requests it built from rows that ``jobform.rows`` checked (``messages.job_in_columns``); a
+job that fails any check is validated in full, so that its error is the full validation's.
 """
 
 from __future__ import annotations
@@ -13,15 +16,15 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from adaserve.broker.codec import encode_map
 from adaserve.broker.errors import InvalidMessage, LimitExceeded
 from adaserve.broker.finite import all_finite, check_finite
-from adaserve.broker.messages import Job
+from adaserve.broker.messages import Job, job_in_columns
 from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.tensors import Tensor, wire_of
 from adaserve.broker.violations import invalid_message
@@ -31,6 +34,8 @@ UNSET_REPLY = "unset"  # the client replaces it with its own reply channel
 # id(job) -> (its Request objects, the validated wire keys they came from, ``requests`` or the
 # columnar form's, and the limits they passed): see the docstring.
 _VALIDATED: dict[int, tuple[tuple[object, ...], dict[str, Any], Limits]] = {}
+# ``Job.reply_to``'s own constraints, read from the model so that the two cannot drift apart
+_REPLY_TO: TypeAdapter[str] = TypeAdapter(Annotated[str, Job.model_fields["reply_to"]])
 
 
 def new_id(prefix: str) -> str:
@@ -110,7 +115,8 @@ def _columns_job(arrays: Mapping[str, np.ndarray], request_ids: Sequence[str] | 
     if len(ids) != n:
         raise InvalidMessage("schema", f"{len(ids)} request ids for {n} rows of each input")
     wire = {"request_ids": ids, "inputs": {k: wire_of(a) for k, a in arrays.items()}}
-    return _kept(build_job({**head, **wire}, limits), wire, limits)
+    body = {**head, **wire}
+    return _kept(job_in_columns(body, limits) or build_job(body, limits), wire, limits)
 
 
 def _kept(job: Job, wire: dict[str, Any], limits: Limits) -> Job:
@@ -158,9 +164,9 @@ def encode_checked(job: Job, limits: Limits, reply_to: str | None = None) -> byt
     which ``Tensor.from_numpy`` builds unvalidated; NaN and ±Inf too, unless ``limits`` allows them
     for the job's model), with ``reply_to`` in place of the job's when given. The map that is
     encoded is the one validated: decoding the encoded job again cost more than all the rest of a
-    submission. A job from ``make_job`` brings its request maps validated already; then only the
-    job's own fields are validated here (the requests, the objects validated from those maps,
-    are taken as they are)."""
+    submission. A job from ``make_job`` was validated whole against these limits, and is frozen;
+    then only ``reply_to`` is validated here (when it is given), and a failure is met by the full
+    validation, whose error it raises."""
     if len(job.requests) > limits.max_requests_per_job:
         raise LimitExceeded(f"{len(job.requests)} requests exceed the limit of {limits.max_requests_per_job} per job")
     maps = _validated_maps(job, limits)
@@ -178,7 +184,8 @@ def encode_checked(job: Job, limits: Limits, reply_to: str | None = None) -> byt
     if len(raw) > limits.max_message_bytes:
         raise LimitExceeded(f"job {job.id} encodes to {len(raw)} bytes, above the limit of {limits.max_message_bytes}")
     try:
-        Job.model_validate(checked, context={"limits": limits})
+        if maps is None or not _reply_to_fits(reply_to):
+            Job.model_validate(checked, context={"limits": limits})
     except ValidationError as exc:
         err = invalid_message(exc)
         if err.reason == "limit":
@@ -190,3 +197,14 @@ def encode_checked(job: Job, limits: Limits, reply_to: str | None = None) -> byt
     except InvalidMessage as exc:
         raise InvalidMessage(exc.reason, f"job {job.id}: {exc.detail}") from None
     return raw
+
+
+def _reply_to_fits(reply_to: str | None) -> bool:
+    """Whether a reply channel given to ``encode_checked`` passes ``Job.reply_to``'s checks."""
+    if reply_to is None:
+        return True
+    try:
+        _REPLY_TO.validate_python(reply_to)
+    except ValidationError:
+        return False
+    return True

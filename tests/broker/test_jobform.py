@@ -14,7 +14,7 @@ import pytest
 from adaserve.broker.codec import decode, encode, peek
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.jobform import COLUMN_KEYS, expand, is_columnar
-from adaserve.broker.messages import Job, Request
+from adaserve.broker.messages import Job, Request, job_in_columns
 from adaserve.broker.settings import Limits
 from adaserve.broker.tensors import Tensor, wire_of
 
@@ -67,6 +67,17 @@ def test_a_columnar_job_is_the_job_of_its_per_request_map(arrays: dict[str, np.n
             assert np.array_equal(req.inputs[name].to_numpy(), a[j])
     # the job travels on as any job does: its per-request dump decodes to the same job
     assert decode(encode(fast), expect=Job) == fast and len(fast.requests) == n
+
+
+@pytest.mark.parametrize("arrays", _CASES)
+def test_the_job_built_without_the_pass_over_its_requests_is_the_validated_job(arrays: dict[str, np.ndarray]) -> None:
+    body = _columns(arrays)
+    built = job_in_columns(body, Limits())
+    full = Job.model_validate(body, context={"limits": Limits()})
+    assert built is not None and built == full
+    assert vars(built).keys() == vars(full).keys() and built.model_fields_set == full.model_fields_set
+    for a, b in zip(built.requests, full.requests):
+        assert vars(a) == vars(b) and a.model_fields_set == b.model_fields_set
 
 
 def test_the_requests_built_from_columns_have_every_field_a_request_has() -> None:
@@ -123,6 +134,18 @@ def test_a_malformed_columnar_job_is_refused_with_a_reason(body: dict[str, Any],
     with pytest.raises(InvalidMessage) as got:
         decode(msgpack.packb(body, use_bin_type=True), expect=Job)
     assert got.value.reason == reason and says in got.value.detail, got.value.detail
+
+
+@pytest.mark.parametrize("body", [
+    _broken(request_ids=["r0", "r1", "r1"]), _broken(request_ids=["r0", "r 1", "r2"]),
+    _broken(inputs={"x": _tensor(dtype="complex64")}), _broken(model="no spaces"), _broken(priority=12),
+    _broken(slo={"deadline_ms": -1.0}), _broken(reply_to=""), _broken(surplus=1), _broken(kind="generate"),
+    _broken(v=2),
+])
+def test_a_job_in_columns_that_fails_a_check_is_left_to_the_full_validation(body: dict[str, Any]) -> None:
+    # None, so that the full validation, whose error the planner and the SDK report, runs
+    assert job_in_columns(body, Limits()) is None
+    assert job_in_columns(_columns(_X), Limits()) is not None
 
 
 def test_more_request_ids_than_a_job_may_hold_is_a_limit() -> None:

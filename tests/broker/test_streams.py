@@ -143,6 +143,17 @@ def test_registration_survives_a_server_that_lost_its_scripts(
     assert fin.register_all([(_job(2), "7-0", 7.0, ""), (_job(2), "7-0", 7.0, "")]) == [1, 0]
 
 
+def test_registration_writes_every_field_of_the_job_hash_and_its_ttl(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
+    fin = make_fin(r, settings)
+    assert fin.register_all([(_job(3), "9-0", 9.5, "abc")]) == [1]
+    key = Keys(settings.namespace).job("j")
+    assert r.hgetall(key) == {b"entry": b"9-0", b"n": b"3", b"digest": b"abc", b"id": b"j", b"app": b"default",
+                              b"model": b"m", b"run": b"", b"remaining": b"3", b"submitted_ms": b"9.5",
+                              b"deadline_ms": b"1000.0"}
+    assert 0 < r.ttl(key) <= settings.result_ttl_s
+
+
 @pytest.mark.parametrize("flush", [False, True])
 def test_registration_carries_other_commands_on_its_round_trip(r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin,
                                                                flush: bool) -> None:

@@ -10,7 +10,7 @@ import pytest
 from adaserve.broker import InvalidMessage, LimitExceeded, Tensor, load_limits
 from adaserve.broker.codec import decode
 from adaserve.broker.messages import Job, Request
-from adaserve.producers.jobs import _validated_maps, encode_checked, make_job
+from adaserve.producers.jobs import _validated_maps, build_job, encode_checked, make_job
 
 
 def _job() -> Job:
@@ -31,6 +31,33 @@ def test_the_job_s_own_fields_are_still_checked() -> None:
         encode_checked(_job(), load_limits(), reply_to="no spaces allowed")
     with pytest.raises(InvalidMessage):
         encode_checked(_job().model_copy(update={"priority": 12}), load_limits())
+
+
+@pytest.mark.parametrize("reply_to", ["no spaces allowed", "", "x" * 129, "ok?"])
+def test_a_reply_channel_the_job_would_refuse_raises_the_full_validation_s_error(reply_to: str) -> None:
+    # the job itself is not validated again, its reply channel is, by the model's own constraints
+    lim = load_limits()
+    with pytest.raises(InvalidMessage) as fast:
+        encode_checked(_job(), lim, reply_to=reply_to)
+    with pytest.raises(InvalidMessage) as full:
+        encode_checked(_job().model_copy(update={"run": "r1"}), lim, reply_to=reply_to)  # not make_job's
+    assert (fast.value.reason, fast.value.detail.split(": ", 1)[1]) == \
+        (full.value.reason, full.value.detail.split(": ", 1)[1])
+    encode_checked(_job(), lim, reply_to="x" * 128)
+
+
+def test_a_job_in_columns_is_the_job_the_full_validation_builds() -> None:
+    lim = load_limits()
+    rows = np.arange(12, dtype=np.float32).reshape(3, 4)
+    job = make_job("m", {"x": rows}, 500.0, job_id="j", request_ids=["a", "b", "c"], app="shop", priority=3)
+    body = {"id": "j", "app": "shop", "model": "m", "slo": {"deadline_ms": 500.0, "min_accuracy": 0.0,
+            "objective": "latency"}, "reply_to": "unset", "priority": 3, "run": "",
+            "request_ids": ["a", "b", "c"], "inputs": {"x": {"dtype": "float32", "shape": [3, 4], "data": rows.tobytes()}}}
+    full = build_job(body, lim)
+    assert job == full and job.model_fields_set == full.model_fields_set
+    with pytest.raises(InvalidMessage) as got:  # a field of its own still refused, with the full validation's error
+        make_job("m", {"x": rows}, 500.0, priority=12)
+    assert "priority" in got.value.detail
 
 
 def test_tighter_limits_than_the_job_was_built_with_are_applied_in_full() -> None:
