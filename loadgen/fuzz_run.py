@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
 import numpy as np
 import redis
 
 from adaserve.broker.connection import connect
+from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
+from adaserve.broker.replies import read_reply_maps
 from adaserve.broker.settings import Settings
 from adaserve.loadgen.fuzz import Fuzzer, Hostile
 from adaserve.producers.client import Client
@@ -178,18 +179,22 @@ class FuzzRun:
             return 0
         rows = got[0][1]
         for _, f in rows:
-            body = msgpack.unpackb(f[b"m"], raw=False)
-            i = self.by_job.get(body.get("job_id", ""))
-            if i is None:
+            try:  # a rejection's results come as one entry per job, in any reply form
+                maps = read_reply_maps(f[b"m"])
+            except InvalidMessage:
                 continue
-            want = self.hostile[i].reason
-            code = str(body.get("reason", "")).split(":", 1)[0]
-            if body.get("status") != "rejected" or not code or (want is not None and code != want):
-                self.wrong.add(i)
-            was = self._is_done(i)
-            self.got[i] += 1
-            if not was and self._is_done(i):
-                self.accounted += 1
+            for body in maps:
+                i = self.by_job.get(body.get("job_id", ""))
+                if i is None:
+                    continue
+                want = self.hostile[i].reason
+                code = str(body.get("reason", "")).split(":", 1)[0]
+                if body.get("status") != "rejected" or not code or (want is not None and code != want):
+                    self.wrong.add(i)
+                was = self._is_done(i)
+                self.got[i] += 1
+                if not was and self._is_done(i):
+                    self.accounted += 1
         self._reply_last = rows[-1][0]
         self.r.xdel(stream, *[eid for eid, _ in rows])
         self.progress(self.accounted)
