@@ -55,8 +55,11 @@ class Block(nn.Module):
                 cache: tuple[torch.Tensor, torch.Tensor] | None = None
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
+        # Functional ops and one view+permute for q, k, v: the same arithmetic with a fraction of
+        # the per-call overhead, which is most of a prefill's time at these sizes.
+        qkv = F.linear(F.layer_norm(x, (c,), self.ln1.weight, self.ln1.bias, self.ln1.eps),
+                       self.qkv.weight, self.qkv.bias)
+        q, k, v = qkv.view(b, t, 3, self.n_head, c // self.n_head).permute(2, 0, 3, 1, 4).unbind(0)
         if cache is not None:
             k = torch.cat([cache[0], k], dim=2)
             v = torch.cat([cache[1], v], dim=2)
@@ -64,9 +67,42 @@ class Block(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        x = x + self.out(F.gelu(self.fc(self.ln2(x))))
+        x = x + F.linear(y.transpose(1, 2).reshape(b, t, c), self.proj.weight, self.proj.bias)
+        z = F.layer_norm(x, (c,), self.ln2.weight, self.ln2.bias, self.ln2.eps)
+        x = x + F.linear(F.gelu(F.linear(z, self.fc.weight, self.fc.bias)), self.out.weight, self.out.bias)
         return x, (k, v)
+
+    def step(self, x: torch.Tensor, mask: torch.Tensor | None, cache: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """``forward`` for one new position per row, ``x`` [B, C]; ``mask`` None when no row is padded.
+
+        The same arithmetic as ``forward``, written with the functional ops on 2-D activations:
+        at batch 1 a step's matrices are a few kilobytes and PyTorch's per-call overhead (module
+        calls, 3-D matmul reshapes, split/view/transpose per head tensor, an all-true mask) was
+        most of its time.
+        """
+        b, c = x.shape
+        h = self.n_head
+        qkv = F.linear(F.layer_norm(x, (c,), self.ln1.weight, self.ln1.bias, self.ln1.eps),
+                       self.qkv.weight, self.qkv.bias)
+        q, k, v = qkv.view(b, 3, h, 1, c // h).unbind(1)
+        k = torch.cat([cache[0], k], dim=2)
+        v = torch.cat([cache[1], v], dim=2)
+        # One query per row sees every cached key, so without padding no mask is needed.
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + F.linear(y.reshape(b, c), self.proj.weight, self.proj.bias)
+        z = F.layer_norm(x, (c,), self.ln2.weight, self.ln2.bias, self.ln2.eps)
+        x = x + F.linear(F.gelu(F.linear(z, self.fc.weight, self.fc.bias)), self.out.weight, self.out.bias)
+        return x, (k, v)
+
+    def kv_step(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor]
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """``kv_only`` for one new position per row, ``x`` [B, C] (as ``step``)."""
+        b, c = x.shape
+        kv = F.linear(F.layer_norm(x, (c,), self.ln1.weight, self.ln1.bias, self.ln1.eps),
+                      self.qkv.weight[c:], self.qkv.bias[c:])
+        k, v = kv.view(b, 2, self.n_head, 1, c // self.n_head).unbind(1)
+        return x, (torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2))
 
     def kv_only(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor]
                 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
@@ -89,6 +125,12 @@ class ExitHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.ln(x))
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """``forward`` through the functional ops (no module calls: the per-token path)."""
+        ln = self.ln
+        return F.linear(F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps),
+                        self.head.weight, self.head.bias)
 
 
 class EarlyExitGpt(nn.Module):
@@ -157,17 +199,22 @@ class EarlyExitGpt(nn.Module):
         x, mask, _ = self._prompt(idx, valid)
         for block in self.blocks:
             x, _ = block(x, mask)
-        return self._head(x)
+        return self._heads()[self.depth].logits(x)
 
-    def _prompt(self, idx: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Left-padded prompts' embeddings, their causal mask over real tokens, and positions."""
+    def _prompt(self, idx: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Left-padded prompts' embeddings, their causal mask over real tokens (None: no padding,
+        plain causal attention), and positions."""
         t = idx.shape[1]
+        if bool(valid.all()):
+            # No padding: plain causal attention, the same result as the mask without building it.
+            pos = torch.arange(t, device=idx.device).expand(idx.shape[0], t)
+            return F.embedding(idx, self.tok.weight) + F.embedding(pos, self.pos.weight), None, pos
         pos = (valid.long().cumsum(1) - 1).clamp(min=0)
         causal = torch.ones(t, t, dtype=torch.bool, device=idx.device).tril()
         # Pad queries may see themselves: a row with no allowed key would make SDPA return NaN.
         eye = torch.eye(t, dtype=torch.bool, device=idx.device)
         mask = (causal & (valid[:, None, :] | eye))[:, None, :, :]
-        return self.tok(idx.clamp(min=0)) + self.pos(pos), mask, pos
+        return F.embedding(idx.clamp(min=0), self.tok.weight) + F.embedding(pos, self.pos.weight), mask, pos
 
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         return self.exits[str(self.exit_depths[-1])](h)
@@ -183,36 +230,57 @@ class EarlyExitGpt(nn.Module):
             x, kv = block(x, mask)
             cache.append(kv)
             if str(i) in self.exits and i != self.depth:
-                last[i] = self.exits[str(i)](x[:, -1])
-        full = self._head(x)
+                last[i] = self._heads()[i].logits(x[:, -1])
+        full = self._heads()[self.depth].logits(x)
         last[self.depth] = full[:, -1]
         return last, cache, pos[:, -1], full
 
-    def step_exits(self, tok: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor, cache: KvCache,
-                   early_tau: torch.Tensor | None = None) -> tuple[dict[int, torch.Tensor], KvCache]:
+    def step_exits(self, tok: torch.Tensor, pos: torch.Tensor, valid: torch.Tensor | None, cache: KvCache,
+                   early_tau: torch.Tensor | None = None,
+                   top1: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None,
+                   ) -> tuple[dict[int, torch.Tensor], KvCache]:
         """One generated token per row; the logits at every loaded exit the step computed.
 
+        ``valid`` covers cache + this token; None when no row has padding (no mask is needed).
         With ``early_tau`` [B] (per-token early exit), a row whose top-1 probability at an exit is
         >= its tau leaves there: deeper blocks see its hidden state copied up unchanged (they only
         add its keys and values to their cache), and once every row has left, the remaining
-        layers run ``kv_only`` and their exits are not computed.
+        layers run ``kv_step`` and their exits are not computed. ``top1``, when given, receives
+        each computed exit's top-1 probability and token (early exit only; the caller's verdict
+        reuses them instead of a second softmax).
         """
-        x = self.tok(tok)[:, None, :] + self.pos(pos)[:, None, :]
-        mask = valid[:, None, None, :]
-        done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+        x = F.embedding(tok, self.tok.weight) + F.embedding(pos, self.pos.weight)
+        mask = None if valid is None else valid[:, None, None, :]
+        done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device) if early_tau is not None else None
+        all_done = False
         new: KvCache = []
         logits: dict[int, torch.Tensor] = {}
-        blocks = cast("list[Block]", list(self.blocks))
-        for i, (block, kv) in enumerate(zip(blocks, cache), start=1):
-            if early_tau is not None and bool(done.all()):
-                x, kv2 = block.kv_only(x, kv)
+        heads = self._heads()
+        for i, (block, kv) in enumerate(zip(self._blocks(), cache), start=1):
+            if all_done:
+                x, kv2 = block.kv_step(x, kv)
                 new.append(kv2)
                 continue
-            x2, kv2 = block(x, mask, kv)
-            x = x2 if early_tau is None else torch.where(done[:, None, None], x, x2)
+            x2, kv2 = block.step(x, mask, kv)
+            x = x2 if done is None else torch.where(done[:, None], x, x2)
             new.append(kv2)
-            if str(i) in self.exits:
-                logits[i] = self.exits[str(i)](x[:, -1])
-                if early_tau is not None:
-                    done |= torch.softmax(logits[i].float(), -1).max(-1).values >= early_tau
+            head = heads.get(i)
+            if head is not None:
+                logits[i] = head.logits(x)
+                if done is not None and early_tau is not None:
+                    p, arg = torch.softmax(logits[i].float(), -1).max(-1)
+                    if top1 is not None:
+                        top1[i] = (p, arg)
+                    done |= p >= early_tau
+                    # Rows only leave at an exit, so whether all have left is read there alone
+                    # (one host sync per exit, none after the deepest).
+                    all_done = i < self.depth and bool(done.all())
         return logits, new
+
+    def _blocks(self) -> list[Block]:
+        return cast("list[Block]", list(self.blocks))
+
+    def _heads(self) -> dict[int, ExitHead]:
+        """Exit heads by depth; built per call (a module attribute cache would be a parameter
+        container that state_dict and .to() must know about)."""
+        return {int(k): cast("ExitHead", m) for k, m in self.exits.items()}

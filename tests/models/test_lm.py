@@ -126,3 +126,29 @@ def test_each_task_has_its_own_best_model_at_equal_depth() -> None:
     s, code = _shipped("ee-lm-s")["depth4"], _shipped("ee-lm-code")["depth4"]
     assert s["shakespeare"] < code["shakespeare"]
     assert code["python"] < s["python"]
+
+
+def test_the_per_token_block_path_equals_the_module_path() -> None:
+    """``Block.step`` / ``kv_step`` (functional, 2-D, no mask without padding) are the serving
+    path's per-token block; they must give exactly what ``forward`` / ``kv_only`` give."""
+    import torch
+
+    from adaserve.models.lm.gpt import EarlyExitGpt, GptConfig
+
+    net = EarlyExitGpt(GptConfig(vocab_size=11, block_size=16, n_layer=1, n_embd=16, n_head=2))
+    net.init_weights(torch.Generator().manual_seed(3))
+    block = net.blocks[0]
+    gen = torch.Generator().manual_seed(4)
+    cache = (torch.randn(3, 2, 5, 8, generator=gen), torch.randn(3, 2, 5, 8, generator=gen))
+    x = torch.randn(3, 16, generator=gen)
+    valid = torch.ones(3, 6, dtype=torch.bool)
+    valid[0, :2] = False  # a padded row: the mask path
+    with torch.no_grad():
+        for mask in (None, valid[:, None, None, :]):
+            want, (wk, wv) = block(x[:, None, :], torch.ones(3, 1, 1, 6, dtype=torch.bool) if mask is None else mask,
+                                   cache)
+            got, (gk, gv) = block.step(x, mask, cache)
+            assert torch.equal(got, want[:, 0]) and torch.equal(gk, wk) and torch.equal(gv, wv)
+        _, (wk, wv) = block.kv_only(x[:, None, :], cache)
+        _, (gk, gv) = block.kv_step(x, cache)
+        assert torch.allclose(gk, wk, atol=1e-6) and torch.allclose(gv, wv, atol=1e-6)

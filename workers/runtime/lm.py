@@ -198,7 +198,7 @@ class LmRunner(GenerativeRunner):
         g = self.decode(tokens, n, wanted=wanted, temperature=temperature, seeds=seeds)
         return g.ids, g.conf
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def decode(self, tokens: np.ndarray, n: int, *, wanted: np.ndarray | None = None,
                temperature: np.ndarray | None = None, seeds: np.ndarray | None = None,
                tau: np.ndarray | None = None) -> Generation:
@@ -231,37 +231,57 @@ class LmRunner(GenerativeRunner):
         valid = torch.from_numpy(valid_np).to(self._dev)
         tau_t = torch.from_numpy(tau.astype(np.float32)).to(self._dev)
         early = tau_t if self.early_exit else None
+        # Generated positions are never padding: without padded prompt columns no step needs a mask.
+        padded = not valid_np.all()
         logits, cache, pos, full = self.net.prefill_exits(idx, valid)
         ppl = _prompt_ppl(full, idx, valid)
         last = torch.full_like(pos, self.block_size - 1)
-        out_ids, out_conf, out_hit, out_exit = [], [], [], []
+        ones = torch.ones(b, 1, dtype=torch.bool, device=self._dev)
+        out_ids, out_conf, out_tops, out_hit, out_exit = [], [], [], [], []
+        top1: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for step in range(n):
-            hit, chosen, left = self._verdict(logits, tau_t)
-            probs = torch.softmax(chosen.float(), dim=-1)
-            conf, nxt = probs.max(dim=-1)
+            if self.early_exit:
+                hit, left, probs, conf, nxt, pick = self._early_verdict(logits, tau_t, top1)
+                out_hit.append(hit)
+                out_exit.append(left)
+            else:
+                # Lockstep: the token comes from the loaded depth; every exit's top-1 probability
+                # is kept and judged against tau once, after the loop.
+                probs = torch.softmax(torch.stack([logits[d] for d in self.exit_depths]).float(), -1)
+                tops, top_i = probs.max(-1)  # [E, B]
+                out_tops.append(tops)
+                conf, nxt, pick = tops[-1], top_i[-1], None
             if sampler is not None:
-                nxt = sampler.choose(chosen, nxt)
-                conf = probs.gather(1, nxt[:, None])[:, 0]
+                stacked = torch.stack([logits[d] for d in sorted(logits)])
+                if probs is None:
+                    probs = torch.softmax(stacked.float(), -1)
+                nxt = sampler.choose(_pick(stacked, pick), nxt)
+                conf = _pick(probs, pick).gather(1, nxt[:, None])[:, 0]
             out_ids.append(nxt)
             out_conf.append(conf)
-            out_hit.append(hit)
-            out_exit.append(left)
             if step + 1 == n:
                 break
             # Rows past their own count keep running (lockstep) at the last position; only rows
             # still within prompt + wanted <= block_size produce tokens that are kept.
             pos = torch.minimum(pos + 1, last)
-            valid = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool, device=self._dev)], dim=1)
-            logits, cache = self.net.step_exits(nxt, pos, valid, cache, early)
+            if padded:
+                valid = torch.cat([valid, ones], dim=1)
+            top1 = {}
+            logits, cache = self.net.step_exits(nxt, pos, valid if padded else None, cache, early, top1)
 
         def stack(xs: list[torch.Tensor]) -> np.ndarray:
             return torch.stack(xs, 1).cpu().numpy()
 
+        if self.early_exit:
+            hits, exits = stack(out_hit), stack(out_exit)
+        else:
+            hits = self._first_confident(torch.stack(out_tops, 2), tau_t).cpu().numpy()
+            exits = np.full((b, len(out_ids)), self.depth)
         return Generation(stack(out_ids).astype(np.int64), stack(out_conf).astype(np.float32),
-                          stack(out_hit).astype(np.int64), stack(out_exit).astype(np.int64),
+                          hits.astype(np.int64), exits.astype(np.int64),
                           ppl.cpu().numpy().astype(np.float32))
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def score(self, tokens: np.ndarray) -> np.ndarray:
         """Each prompt's perplexity at the loaded depth from one prefill, nothing generated
         (HELIOS's scoring pass: another candidate reads the prompts a batch served, so that the
@@ -275,24 +295,36 @@ class LmRunner(GenerativeRunner):
         valid = torch.from_numpy(valid_np).to(self._dev)
         return _prompt_ppl(self.net.prompt_logits(idx, valid), idx, valid).cpu().numpy().astype(np.float32)
 
-    def _verdict(self, logits: dict[int, torch.Tensor], tau: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Per row: the first exit confident at tau (0: none), the logits the token is chosen from
-        and the exit it leaves at (the loaded depth, or with early exit the first confident one)."""
+    def _first_confident(self, tops: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        """Per row and token, the first exit whose top-1 probability is >= tau (0: none), from
+        ``tops`` [E, B, ...] over the exits in ``self.exit_depths`` order; [B, ...]."""
+        ok = tops >= tau.view(1, -1, *([1] * (tops.dim() - 2)))
+        table = torch.tensor(self.exit_depths[:tops.shape[0]], dtype=torch.long, device=tops.device)
+        return torch.where(ok.any(0), table[ok.int().argmax(0)], 0)
+
+    def _early_verdict(self, logits: dict[int, torch.Tensor], tau: torch.Tensor,
+                       top1: dict[int, tuple[torch.Tensor, torch.Tensor]]
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor,
+                                  torch.Tensor]:
+        """Per-token early exit: per row the first exit confident at tau (0: none), the exit the
+        token leaves at (that one, else the deepest computed), the probabilities [E, B, V] of
+        the exits computed (None when the step's ``top1`` already held every exit's top-1), and
+        the chosen exit's top-1 probability, token and index."""
         depths = sorted(logits)
-        conf = torch.stack([torch.softmax(logits[d].float(), -1).max(-1).values for d in depths])
-        ok = conf >= tau[None, :]
+        probs = None
+        if all(d in top1 for d in depths):
+            tops, top_i = (torch.stack(z) for z in zip(*(top1[d] for d in depths)))  # [E, B]
+        else:
+            probs = torch.softmax(torch.stack([logits[d] for d in depths]).float(), -1)
+            tops, top_i = probs.max(-1)
+        ok = tops >= tau[None, :]
         any_ok = ok.any(0)
         first = ok.int().argmax(0)
-        table = torch.tensor(depths, dtype=torch.long, device=conf.device)
-        hit = torch.where(any_ok, table[first], torch.zeros_like(first, dtype=torch.long))
-        if not self.early_exit:
-            return hit, logits[self.depth], torch.full_like(hit, self.depth)
-        left = torch.where(any_ok, hit, torch.full_like(hit, depths[-1]))
-        stacked = torch.stack([logits[d] for d in depths])  # [E, B, V]
-        pick = torch.where(any_ok, first, torch.full_like(first, len(depths) - 1))
-        chosen = stacked.gather(0, pick[None, :, None].expand(1, *stacked.shape[1:]))[0]
-        return hit, chosen, left
+        table = torch.tensor(depths, dtype=torch.long, device=tops.device)
+        hit = torch.where(any_ok, table[first], 0)
+        left = torch.where(any_ok, hit, depths[-1])
+        pick = torch.where(any_ok, first, len(depths) - 1)
+        return hit, left, probs, tops.gather(0, pick[None])[0], top_i.gather(0, pick[None])[0], pick
 
     @torch.no_grad()
     def perplexity(self, ids: np.ndarray, max_windows: int | None = None) -> tuple[float, int]:
@@ -312,6 +344,13 @@ class LmRunner(GenerativeRunner):
 def kv_bytes_per_token(n_embd: int, depth: int, itemsize: int = 4) -> int:
     """Cache bytes one token of one sequence holds: a key and a value of ``n_embd`` per layer."""
     return 2 * n_embd * depth * itemsize
+
+
+def _pick(stacked: torch.Tensor, pick: torch.Tensor | None) -> torch.Tensor:
+    """Row b of ``stacked`` [E, B, V] at exit index ``pick[b]`` (the deepest when None): [B, V]."""
+    if pick is None:
+        return stacked[-1]
+    return stacked.gather(0, pick[None, :, None].expand(1, *stacked.shape[1:]))[0]
 
 
 def _prompt_ppl(logits: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
