@@ -6,6 +6,7 @@ schema with the tensor, request and deadline limits) and raises only ``InvalidMe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
 import msgpack
@@ -29,6 +30,13 @@ def encode(message: BaseModel) -> bytes:
 def encode_map(body: dict[str, Any]) -> bytes:
     packed: bytes = msgpack.packb(body, use_bin_type=True)  # msgpack ships no types
     return packed
+
+
+def encode_per_request(result: BaseModel, request_ids: Sequence[str]) -> list[bytes]:
+    """``encode(result)`` once per request id, ``request_id`` replaced: one validated result
+    stands for the requests of a job that ended alike (an expiry, a refusal)."""
+    base = result.model_dump(mode="python")
+    return [encode_map({**base, "request_id": rid}) for rid in request_ids]
 
 
 def results_entry(job_id: str, raws: list[bytes]) -> bytes:

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 
 from adaserve.broker import streams
-from adaserve.broker.codec import encode, encode_map, peek, results_entry, summary
+from adaserve.broker.codec import encode, encode_per_request, peek, results_entry, summary
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Result, Timings
@@ -49,9 +49,8 @@ def reject(
                      model=str(info.get("model", ""))[:64], status="rejected", reason=reason, timings=timings)
         if len(ids) == 1:
             entry = encode(res)
-        else:  # one validated result, its map re-packed per request id
-            base = res.model_dump(mode="python")
-            entry = results_entry(job_id, [encode_map({**base, "request_id": rid}) for rid in ids])
+        else:
+            entry = results_entry(job_id, encode_per_request(res, ids))
         pipe.xadd(keys.reply(reply_to), {b"m": entry}, maxlen=settings.stream_maxlen, approximate=True)
         pipe.expire(keys.reply(reply_to), settings.result_ttl_s)
     pipe.xadd(keys.telemetry, {b"m": streams.event_bytes(

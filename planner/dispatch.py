@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 
-from adaserve.broker.codec import encode_map
+from adaserve.broker.codec import encode_map, encode_per_request
 from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import Plan, Request, Result, Timings
 from adaserve.planner.core import Pending
@@ -107,8 +107,6 @@ def expiries(items: list[Pending], now_ms: float, why: str) -> tuple[list[Packed
         timings = Timings(submitted_ms=held.submitted_ms, finished_ms=now_ms, total_ms=max(now_ms - held.submitted_ms, 0.0))
         res = Result(job_id=job_id, request_id=first.request_id, app=first.app, model=first.model, status="expired",
                      reason=why, timings=timings)
-        reply_to = held.job.reply_to
-        base = res.model_dump(mode="python")
-        out += [Packed(job_id, p.request_id, "expired", reply_to, encode_map({**base, "request_id": p.request_id}))
-                for p in ps]
+        raws = encode_per_request(res, [p.request_id for p in ps])
+        out += [Packed(job_id, p.request_id, "expired", held.job.reply_to, raw) for p, raw in zip(ps, raws)]
     return out, by_job

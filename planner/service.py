@@ -307,12 +307,17 @@ class Planner:
             only = servable(job, self._repository().candidates(job.model), live, self.limits)
         sched = self._sched(job.model, job.slo.objective, only)
         sched.check_job(job)
-        now_ms, n = self._read_ms, len(job.requests)
-        queued = len(sched) + self._admitting.get(job.model, 0)
-        why = self.overload.check(job.model, queued, n, entry_ms, job.slo.deadline_ms, now_ms)
+        n = len(job.requests)
+        self._load_verdict(job.model, sched, n, entry_ms, job.slo.deadline_ms)
+        self._admitting[job.model] = self._admitting.get(job.model, 0) + n
+
+    def _load_verdict(self, model: str, sched: Scheduler, requests: int, entry_ms: float, deadline_ms: float) -> None:
+        """Admission control's verdict at the read's time: ``overloaded`` when the queue ahead
+        (what the scheduler holds and what this read admitted) cannot serve the job in time."""
+        queued = len(sched) + self._admitting.get(model, 0)
+        why = self.overload.check(model, queued, requests, entry_ms, deadline_ms, self._read_ms)
         if why is not None:
             raise InvalidMessage("overloaded", why)
-        self._admitting[job.model] = self._admitting.get(job.model, 0) + n
 
     def _shed(self, body: dict[str, Any], entry_ms: float) -> None:
         """``_check_job``'s load verdict on a job's unpacked map, for a model already planned for:
@@ -328,10 +333,7 @@ class Planner:
         if not 0 < deadline < math.inf:
             return
         assert isinstance(model, str)
-        queued = len(sched) + self._admitting.get(model, 0)
-        why = self.overload.check(model, queued, len(reqs), entry_ms, deadline, self._read_ms)
-        if why is not None:
-            raise InvalidMessage("overloaded", why)
+        self._load_verdict(model, sched, len(reqs), entry_ms, deadline)
 
     def _sched(self, model: str, objective: str = "throughput", only: list[str] | None = None) -> Scheduler:
         s = self.scheds.get(model)
