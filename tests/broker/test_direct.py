@@ -101,3 +101,38 @@ def test_a_dropped_connection_is_made_again_as_redis_py_makes_it(r: "redis.Redis
     assert d.call("CLIENT", "ID") != own
     d.close()
     assert d.call("GET", key) == b"v"  # a closed Direct takes a connection again
+
+
+_COMMANDS = [
+    ("XADD", "s", "MAXLEN", "~", 100_000, "*", "m", b"\x00" * 9000),  # a value above the buffer cutoff
+    ("XREADGROUP", "GROUP", "g", "c", "COUNT", 2, "BLOCK", 500, "STREAMS", "s", ">"),
+    ("XINFO GROUPS", "s"),  # a command name of two words, split as redis-py splits it
+    (b"XINFO CONSUMERS", "s", "g"),
+    ("HSET", "k", "é", 1.5, "b", -3, "c", 10**20, "d", 1e300, "e", 0.1),
+    ("XADD", "s", "*", "m", memoryview(b"abc")),
+    ("XADD", "s", "*", "m", bytearray(b"abc")),  # what hiredis refuses goes through redis-py
+]
+
+
+def test_commands_are_packed_into_the_bytes_redis_py_packs(r: "redis.Redis[bytes]") -> None:
+    d = Direct(r)
+    conn = d._held()
+    assert d._fast  # adaserve installs hiredis: the packing under test is the one in use
+    for args in _COMMANDS:
+        assert b"".join(d._pack(conn, args)) == b"".join(conn.pack_command(*args)), args
+    for n in (1, 2, len(_COMMANDS), 3 * len(_COMMANDS)):
+        cmds = (_COMMANDS * 3)[:n]
+        assert b"".join(d._pack_all(conn, cmds)) == b"".join(conn.pack_commands(cmds))
+    # the large value travels as a piece of its own, not copied into a joined buffer
+    assert any(len(p) > 9000 and p.endswith(b"\x00" * 9000 + b"\r\n") for p in d._pack_all(conn, _COMMANDS))
+    with pytest.raises(redis.DataError):  # a value neither packer takes raises redis-py's error
+        d._pack(conn, ("SET", "k", object()))
+
+
+def test_packed_commands_reach_the_server_whole(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    d = Direct(r)
+    key = Keys(settings.namespace).job("packed")
+    got = d.calls([("HSET", key, "é", 1.5, "big", b"\x01" * 70_000), ("HGET", key, "é"), ("HSTRLEN", key, "big"),
+                   ("XINFO GROUPS", key)])
+    assert got[:3] == [2, b"1.5", 70_000] and isinstance(got[3], redis.ResponseError)  # not a stream
+    assert d.call("HGET", key, "big") == b"\x01" * 70_000
