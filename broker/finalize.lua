@@ -5,7 +5,10 @@
 -- ARGV[1] group to ack in ('' = none), ARGV[2] entry id, ARGV[3] telemetry maxlen,
 -- ARGV[4] reply maxlen, ARGV[5] job ttl (s), ARGV[6] batch event ('' = none)
 -- Then per group: its request count n, its `results` entry ('' = none), and n times: request id,
--- status, packed `result` entry ('' = not sent).
+-- status, packed `result` entry ('' = not sent). A group whose requests share one status and
+-- travel as one entry may come compact instead: -n, the entry, the status, then the n request
+-- ids (a third of the arguments: a worker's usual call). It is ended as the long form would end
+-- it, and when some of its requests had already ended it is reported, to be sent again long.
 -- A group with a `results` entry whose requests have none ended yet (the usual case) is flagged
 -- with one HSET and published as that one entry: its requests' own entries are not sent. When
 -- some had already ended (a redelivery), the others go out one `result` entry each, flagged one
@@ -26,53 +29,74 @@ local function touch(key)
     ttl_set[key] = true
   end
 end
--- Whether none of the group's n requests (from ARGV[first]) has ended, and none is listed twice.
-local function untouched(job, first, n)
+-- Whether none of the group's n requests (their ids at ARGV[first], every `stride`-th) has
+-- ended, and none is listed twice; and their flag fields.
+local function untouched(job, first, n, stride)
   local fields, seen = {}, {}
   for i = 0, n - 1 do
-    local id = ARGV[first + 3 * i]
-    if seen[id] then return false end
+    local id = ARGV[first + stride * i]
+    if seen[id] then return false, fields end
     seen[id] = true
     fields[#fields + 1] = 'd:' .. id
   end
   for _, v in ipairs(redis.call('HMGET', job, unpack(fields))) do
-    if v then return false end
+    if v then return false, fields end
   end
-  return true
+  return true, fields
 end
 local pos = 7
 for g = 1, groups do
   local job = KEYS[2 + 2 * g - 1]
   local reply = KEYS[2 + 2 * g]
   local n = tonumber(ARGV[pos])
-  local entry = ARGV[pos + 1]
-  local first = pos + 2
-  pos = first + 3 * n
   local fresh = {}
   local counts = {}
-  local whole = entry ~= '' and untouched(job, first, n)
-  if whole then
-    local flags = {}
-    for i = 0, n - 1 do
-      local at = first + 3 * i
-      local status = ARGV[at + 1]
-      flags[#flags + 1] = 'd:' .. ARGV[at]
-      flags[#flags + 1] = status
-      fresh[#fresh + 1] = at
-      counts[status] = (counts[status] or 0) + 1
+  if n < 0 then
+    n = -n
+    local entry, status, first = ARGV[pos + 1], ARGV[pos + 2], pos + 3
+    pos = first + n
+    local whole, fields = untouched(job, first, n, 1)
+    if whole then
+      local flags = {}
+      for i = 1, n do
+        flags[2 * i - 1] = fields[i]
+        flags[2 * i] = status
+        fresh[i] = i
+      end
+      counts[status] = n
+      redis.call('HSET', job, unpack(flags))
+      redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', entry)
+    else
+      again[#again + 1] = g
     end
-    redis.call('HSET', job, unpack(flags))
-    redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', entry)
-  elseif n > 0 and ARGV[first + 2] == '' then
-    again[#again + 1] = g
   else
-    for i = 0, n - 1 do
-      local at = first + 3 * i
-      local status = ARGV[at + 1]
-      if redis.call('HSETNX', job, 'd:' .. ARGV[at], status) == 1 then
+    local entry = ARGV[pos + 1]
+    local first = pos + 2
+    pos = first + 3 * n
+    local whole = entry ~= '' and untouched(job, first, n, 3)
+    if whole then
+      local flags = {}
+      for i = 0, n - 1 do
+        local at = first + 3 * i
+        local status = ARGV[at + 1]
+        flags[#flags + 1] = 'd:' .. ARGV[at]
+        flags[#flags + 1] = status
         fresh[#fresh + 1] = at
         counts[status] = (counts[status] or 0) + 1
-        redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', ARGV[at + 2])
+      end
+      redis.call('HSET', job, unpack(flags))
+      redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', entry)
+    elseif n > 0 and ARGV[first + 2] == '' then
+      again[#again + 1] = g
+    else
+      for i = 0, n - 1 do
+        local at = first + 3 * i
+        local status = ARGV[at + 1]
+        if redis.call('HSETNX', job, 'd:' .. ARGV[at], status) == 1 then
+          fresh[#fresh + 1] = at
+          counts[status] = (counts[status] or 0) + 1
+          redis.call('XADD', reply, 'MAXLEN', '~', ARGV[4], '*', 'm', ARGV[at + 2])
+        end
       end
     end
   end

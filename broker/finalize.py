@@ -202,10 +202,15 @@ class Finalizer:
             keys += [self._keys.job(job_id), self._keys.reply(reply_to)]
             given = entries.get(key) if whole else None
             joined = given is not None or (whole and len(group) > 1)
+            entry = b""
             if joined:
-                args += [len(group), given if given is not None else results_entry(job_id, [p.encoded() for p in group])]
-            else:
-                args += [len(group), b""]
+                entry = given if given is not None else results_entry(job_id, [p.encoded() for p in group])
+                status = group[0].status
+                if all(p.status == status for p in group):
+                    # the compact form: a third of the arguments to pack, send and convert
+                    args += [-len(group), entry, status, *[p.request_id for p in group]]
+                    continue
+            args += [len(group), entry]
             for p in group:
                 args += [p.request_id, p.status, b"" if joined else p.encoded()]
         return keys, args

@@ -281,3 +281,40 @@ def test_a_queued_end_reports_a_server_error_to_its_taker(
         replies = p.execute(raise_on_error=False)
     with pytest.raises(redis.ResponseError):
         take(replies[0])
+
+
+def test_a_group_of_one_status_goes_compact_and_ends_as_the_long_form_ends_it(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
+    """A job's requests that share a status and one entry travel as -n, the entry, the status and
+    the ids (a third of the arguments); the job hash, reply stream and events they leave are
+    those of the long form, which a group of mixed statuses still takes."""
+    from adaserve.broker.finalize import Packed
+
+    k = Keys(settings.namespace)
+    fin = make_fin(r, settings)
+
+    def group(job: str, statuses: list[str]) -> list[Packed]:
+        return [Packed(job, f"r{i}", s, "c", raw=b"own") for i, s in enumerate(statuses)]
+
+    same, mixed = group("j", ["completed"] * 3), group("j2", ["completed", "completed", "expired"])
+    _, args = fin._args([(("j", "c"), same), (("j2", "c"), mixed)], None, b"", whole=True, entries={("j", "c"): b"whole"})
+    assert args[6:12] == [-3, b"whole", "completed", "r0", "r1", "r2"]
+    assert args[12:14] == [3, args[13]] and args[14:17] == ["r0", "completed", b""]  # the long form
+    hashes = {}
+    for job, statuses in (("j", ["completed"] * 3), ("j2", ["completed"] * 3)):
+        fin.register(_job(3).model_copy(update={"id": job}), "5-0", 5.0)
+        got = group(job, statuses)
+        if job == "j":
+            assert fin.end_packed(got, entries={(job, "c"): b"whole"}) == 3
+        else:  # the long form, as the script took every group before
+            keys, long_args = fin._args([((job, "c"), got)], None, b"", whole=True, entries={(job, "c"): b"whole"})
+            long_args[6:] = [3, b"whole"] + [x for p in got for x in (p.request_id, p.status, b"")]
+            assert list(r.eval(fin._script.script, len(keys), *keys, *long_args)) == [3]
+        h = r.hgetall(k.job(job))
+        hashes[job] = {f: v for f, v in h.items() if f not in (b"id", b"entry")}
+    assert hashes["j"] == hashes["j2"] and hashes["j"][b"d:r1"] == b"completed" and hashes["j"][b"remaining"] == b"0"
+    assert [e.raw for e in streams.read(r, {k.reply("c"): "0"})] == [b"whole", b"whole"]
+    done = [decode(e.raw) for e in streams.read(r, {k.telemetry: "0"})]
+    assert [(e.job_id, e.completed) for e in done if e.event == "job.completed"] == [("j", 3), ("j2", 3)]
+    # and again (a redelivery): nothing new, the compact group reported and ended long
+    assert fin.end_packed(group("j", ["completed"] * 3), entries={("j", "c"): b"whole"}) == 0
