@@ -85,6 +85,9 @@ def overhead(
     window: int = typer.Option(4, min=1, help="Jobs kept outstanding in the pipeline."),
     form: str = typer.Option("columns", help="How jobs are sent: 'columns' (one stacked tensor per input) or "
                                              "'requests' (one map per request; docs/wire.md)."),
+    input_dtype: str = typer.Option("", help="Send the pipeline's inputs in this float dtype (float16, float64) "
+                                              "instead of the model's: the same requests in fewer or more bytes, "
+                                              "to measure what moving them costs (the direct loop keeps the model's)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Throughput ratio and added latency of the whole pipeline over direct onnxruntime."""
@@ -101,6 +104,12 @@ def overhead(
 
     inputs, _ = sample_inputs(model, batch, seed=0)
     stacked = {k: np.stack([x[k] for x in inputs]) for k in inputs[0]}
+    sent = stacked
+    if input_dtype:
+        if input_dtype not in ("float16", "float32", "float64"):
+            raise typer.BadParameter("--input-dtype is float16, float32 or float64")
+        sent = {k: v.astype(input_dtype) if v.dtype.kind == "f" else v for k, v in stacked.items()}
+        inputs = [{k: v[j] for k, v in sent.items()} for j in range(batch)]
     with bench_settings() as settings:
         runner = load_runner(model, "default", "cpu", settings.data_dir, threads=threads)
         stack = Stack(settings, cpu_workers=1, gpu_worker=False, worker_threads=threads, max_batch=batch)
@@ -110,7 +119,7 @@ def overhead(
 
             def make() -> Any:
                 if form == "columns":
-                    return make_job(model, stacked, 60_000.0, run="bench-overhead")
+                    return make_job(model, sent, 60_000.0, run="bench-overhead")
                 return make_job(model, list(inputs), 60_000.0, run="bench-overhead")
 
             _pipeline(client, make, 1.0, window)  # warm-up
@@ -137,6 +146,7 @@ def overhead(
     a, b = statistics.median(direct_rps), statistics.median(piped_rps)
     out = {
         "model": model, "batch": batch, "threads": threads, "rounds": rounds, "seconds": seconds, "form": form,
+        "input_bytes_per_job": sum(v.nbytes for v in sent.values()),
         "direct_rps": a, "pipeline_rps": b, "throughput_ratio": b / a if a else 0.0,
         "direct_rps_runs": [round(x, 1) for x in direct_rps], "pipeline_rps_runs": [round(x, 1) for x in piped_rps],
         "direct_batch_p50_ms": float(np.percentile(direct_lat, 50)),
