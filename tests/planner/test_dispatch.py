@@ -88,3 +88,16 @@ def test_a_batch_with_an_unlike_request_keeps_the_per_request_form(odd: Request)
     body = msgpack.unpackb(build_batch("m", items, 1003.0, Plan())[1], raw=False)
     assert "jobs" not in body and [it["request_id"] for it in body["items"]] == ["r0", "r9"]
     assert decode(encode_map(body), expect=Batch).items[1].inputs.keys() == odd.inputs.keys()
+
+
+def test_requests_of_two_inputs_go_columnar_and_one_unlike_input_keeps_them_per_request() -> None:
+    def two(i: int, y: np.ndarray) -> Request:
+        return Request(id=f"r{i}", inputs={"x": Tensor.from_numpy(np.full(2, i, np.float32)), "y": Tensor.from_numpy(y)})
+
+    alike = _pending([two(i, np.full(3, i, np.int64)) for i in range(3)])
+    body = msgpack.unpackb(build_batch("m", alike, 1003.0, Plan())[1], raw=False)
+    assert body["inputs"]["x"]["shape"] == [3, 2] and body["inputs"]["y"]["shape"] == [3, 3]
+    assert body["inputs"]["y"]["data"] == np.repeat(np.arange(3, dtype=np.int64), 3).tobytes()
+    unlike = _pending([two(0, np.zeros(3, np.int64)), two(1, np.zeros(3, np.int32))])
+    body = msgpack.unpackb(build_batch("m", unlike, 1003.0, Plan())[1], raw=False)
+    assert "jobs" not in body and [it["request_id"] for it in body["items"]] == ["r0", "r1"]
