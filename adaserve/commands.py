@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from adaserve.embedded import DEFAULT_PORT
+from adaserve.workers.config import DEFAULT_SLOTS
 
 if TYPE_CHECKING:
     from adaserve.loadgen import LoadOptions
@@ -24,7 +25,7 @@ def up(
     workers: int = typer.Option(1, "--workers", "-w", min=0, help="CPU workers to start."),
     gpu: bool | None = typer.Option(None, "--gpu/--no-gpu", help="Start a GPU worker (default: when a GPU is visible)."),
     policy: str = typer.Option("orloj", help="Planner policy: orloj, edf, fifo, clipper, nexus, clockwork."),
-    slots: int = typer.Option(2, min=1, help="Batches each worker accepts at once."),
+    slots: int = typer.Option(DEFAULT_SLOTS, min=1, help="Batches each worker accepts at once."),
     split: list[str] | None = typer.Option(None, "--split", help="Planner split placement MODEL=FIRST:SECOND, e.g. "
                                                                  "effnet-lite0=gpu:cpu (repeatable)."),
     modality: str = typer.Option("optimized", help="MOSEL modality policy for av-digits: optimized, random, aggressive, none."),

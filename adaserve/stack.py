@@ -22,6 +22,7 @@ from adaserve.broker.errors import AdaserveError
 from adaserve.broker.keys import Keys
 from adaserve.broker.settings import settings_env
 from adaserve.embedded import EmbeddedServer
+from adaserve.workers.config import DEFAULT_SLOTS
 
 log = logging.getLogger("adaserve.stack")
 
@@ -30,7 +31,7 @@ _S = TypeVar("_S", bound="Stack")
 
 class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
-                 policy: str = "orloj", worker_threads: int = 0, slots: int = 2, max_batch: int = 32,
+                 policy: str = "orloj", worker_threads: int = 0, slots: int = DEFAULT_SLOTS, max_batch: int = 32,
                  log_dir: Path | None = None, split: tuple[str, ...] = (), modality: str = "optimized",
                  persist: bool = True, server_dir: Path | None = None, server_port: int | None = None,
                  planners: int = 1, fsync: str = "everysec") -> None:

@@ -270,6 +270,9 @@ class PlannerState(_Ev):
     # replays. Empty in older reports.
     steps: int = Field(0, ge=0)
     step_quantiles_ms: list[float] = Field(default_factory=list, max_length=HEARD_QUANTILES)
+    # Each pool's slots as its live workers advertise them (the most batches the planner keeps
+    # in flight there), which the pipeline simulator keeps to. Empty in older reports.
+    slots: dict[str, int] = Field(default_factory=dict, max_length=1024)
 
 
 class PlacementFinished(_Ev):

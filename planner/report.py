@@ -56,7 +56,8 @@ class StateReport:
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
-    def take(self, now_ms: float, scheds: Mapping[str, Sized], held_jobs: int) -> PlannerState:
+    def take(self, now_ms: float, scheds: Mapping[str, Sized], held_jobs: int,
+             slots: Mapping[str, int] | None = None) -> PlannerState:
         """The report for the interval that ends now; the next one starts empty."""
         self._next = time.monotonic() + self.interval_s
         ms, count = sorted(self._ms), self._count
@@ -69,7 +70,7 @@ class StateReport:
             decision_max_ms=ms[-1] if ms else None,
             heard=[HeardSpan(at_ms=span * HEARD_SPAN_MS, batches=len(lags), quantiles_ms=_quantiles(sorted(lags)))
                    for span, lags in spans],
-            steps=step_count, step_quantiles_ms=_bands(steps) if steps else [],
+            steps=step_count, step_quantiles_ms=_bands(steps) if steps else [], slots=dict(slots or {}),
         )
 
 

@@ -517,7 +517,8 @@ class Planner:
         if self.report.due():
             for key, sched in self.scheds.items():
                 self._store_table(key, sched)
-            raw = encode(self.report.take(self.now_ms(), self.scheds, len(self.held)))
+            raw = encode(self.report.take(self.now_ms(), self.scheds, len(self.held),
+                                          {v.name: v.slots for v in self.pools.views.values()}))
             self._pipe.hset(self.keys.planners, self.consumer, raw)
             self._pipe.xadd(self.keys.telemetry, {b"m": raw}, maxlen=self.settings.telemetry_maxlen, approximate=True)
             if self.heft is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from adaserve.workers.config import DEFAULT_SLOTS
+
 
 def register(app: typer.Typer) -> None:
     """Add this package's commands (and sub-command groups) to the top-level app."""
@@ -14,7 +16,8 @@ def worker(
     pool: str = typer.Option("cpu", "--pool", help="Pool to serve: its batch stream and consumer group (cpu, gpu, or "
                                                    "any name, e.g. a second CPU pool for split placement)."),
     device: str = typer.Option("", "--device", help="cpu or gpu (default: gpu for pools named gpu*, else cpu)."),
-    slots: int = typer.Option(2, "--slots", min=1, help="Batches held at once (one running, the rest prefetched)."),
+    slots: int = typer.Option(DEFAULT_SLOTS, "--slots", min=1, help="Batches held at once (one running, the rest "
+                                                                    "prefetched while the planner sends the next)."),
     models: str = typer.Option("", "--models", help="Comma-separated models to preload and advertise (default: every "
                                                     "built model)."),
     threads: int = typer.Option(0, "--threads", min=0, help="Intra-op threads per ONNX session (0: the CPUs this process "

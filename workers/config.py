@@ -12,20 +12,27 @@ from adaserve.broker.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
+# Batches a worker holds at once. Two (one running, one decoded) were not enough for a small model:
+# a slot freed by a 2 ms batch waits for the planner to hear of it, decide and send the next
+# (5-12 ms of its loop on a busy two-core host), so the worker idled with work queued at the
+# planner; four cover that loop (docs/orloj.md, "Eighth session").
+DEFAULT_SLOTS = 4
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
     """``pool`` names the batch stream and consumer group; ``device`` defaults from it.
 
-    ``slots`` is how many batches the worker holds at once (read and not yet finished): two keep
-    one running while the next is already decoded, so the device never waits on the network.
+    ``slots`` is how many batches the worker holds at once (read and not yet finished): enough
+    that the device keeps running while the planner hears of a finished batch and sends the next
+    (``DEFAULT_SLOTS``); more commit requests to this worker earlier than the planner needs to.
     ``models`` limits preloading and what the heartbeat advertises (``None``: every built model);
     a batch for another available model is still served after a lazy load. ``io_binding``: ONNX
     sessions on the GPU run through IO binding (see ``runtime.bound`` for why it is off by default).
     """
 
     pool: str = "cpu"
-    slots: int = 2
+    slots: int = DEFAULT_SLOTS
     models: tuple[str, ...] | None = None
     threads: int | None = None
     name: str | None = None

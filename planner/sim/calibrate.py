@@ -112,6 +112,9 @@ class Calibration(BaseModel):
     # Empty in calibrations that predate it (the simulator then hears at once).
     heard_ms: list[float] = Field(default_factory=list)
     heard_run_ms: list[float] = Field(default_factory=list)
+    # The worker's slots, as the planner's reports gave them (the most batches it kept in flight):
+    # the simulated planner keeps to as many. None in calibrations that predate them.
+    slots: int | None = Field(default=None, ge=1)
 
     def save(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=1))
@@ -222,7 +225,12 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [],
                        drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=DRAIN_SPAN_MS)
                        if lags else [],
-                       heard_ms=heard, heard_run_ms=heard_at)
+                       heard_ms=heard, heard_run_ms=heard_at, slots=_slots(reports))
+
+
+def _slots(reports: list[PlannerState]) -> int | None:
+    """The most slots a pool had in the run's reports (the simulator models one worker)."""
+    return max((n for r in reports for n in r.slots.values() if n > 0), default=None)
 
 
 def _heard(reports: list[PlannerState], start_ms: float) -> tuple[list[float], list[float]]:

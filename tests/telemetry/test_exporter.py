@@ -24,6 +24,7 @@ from adaserve.planner.service import Planner
 from adaserve.telemetry.exporter import Exporter
 from adaserve.telemetry.metrics import OTHER, Labels
 from adaserve.workers import Worker, WorkerConfig
+from adaserve.workers.config import DEFAULT_SLOTS
 from adaserve.workers.runtime.base import Runner, RunOutput
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -147,8 +148,8 @@ def test_real_traffic_is_counted_timed_and_queued(exporter: Exporter, pipeline: 
     finished = total(got, "adaserve_batches_finished_total", pool="cpu", model="lin")
     assert finished >= 1 and total(got, "adaserve_batches_dispatched_total", pool="cpu", model="lin") == finished
     assert total(got, "adaserve_batch_size_sum", pool="cpu") == sent
-    assert got[("adaserve_worker_slots", frozenset({("worker", pipeline.id), ("pool", "cpu")}))] == 2
-    assert got[("adaserve_pool_slots", frozenset({("pool", "cpu")}))] == 2
+    assert got[("adaserve_worker_slots", frozenset({("worker", pipeline.id), ("pool", "cpu")}))] == DEFAULT_SLOTS
+    assert got[("adaserve_pool_slots", frozenset({("pool", "cpu")}))] == DEFAULT_SLOTS
     assert got[("adaserve_pool_inflight_batches", frozenset({("pool", "cpu")}))] == 0
     # decisions are counted from the periodic planner.state: the one after the last batch may be on its way
     assert wait_for(lambda: total(scrape(exporter.port), "adaserve_planner_decisions_total") >= finished)

@@ -67,6 +67,15 @@ def test_the_planners_busy_steps_come_from_its_reports_when_it_gave_them(synthet
     assert few.step_ms == inferred.step_ms  # too few measured steps to stand for the run
 
 
+def test_the_workers_slots_come_from_the_planners_reports(synthetic_run: list[object]) -> None:
+    assert calibrate(synthetic_run).slots is None  # reports that predate the count: the default
+    reports = [PlannerState(ts=1150.0, planner="p", slots={"cpu": 2}),
+               PlannerState(ts=1250.0, planner="p", slots={"cpu": 4, "gpu": 0})]
+    cal = calibrate([*synthetic_run, *reports])
+    assert cal.slots == 4
+    assert Calibration.model_validate_json(cal.model_dump_json()).slots == 4
+
+
 def test_a_job_is_read_no_later_than_the_jobs_after_it(synthetic_run: list[object]) -> None:
     # One planner reads the stream in order: a job stamped 30 ms after it landed, followed by one
     # the planner read 11 ms after the first landed, was read then too (its stamp came later).

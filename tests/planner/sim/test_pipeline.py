@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,23 @@ def test_a_planner_that_hears_of_finishes_late_frees_slots_late() -> None:
     at_once, heard_now, heard_late = run(None), run(0.0), run(4.0)
     assert heard_now == at_once  # a zero delay is the simulator as it was
     assert heard_late[0] < at_once[0] - 0.1
+
+
+def test_the_calibrations_slots_are_the_simulated_workers(tmp_path: Path) -> None:
+    # FIFO's batches of 8 at 4,000 requests/s with a planner that hears of finishes 4 ms late: two
+    # slots leave the worker idle while the planner catches up, four keep it busy
+    from adaserve.planner.sim.pipeline_cli import DEFAULT_SLOTS, simulate_policy
+
+    jobs = np.arange(2000) * 0.001
+    cal = _cal([1.0], c0=0.5, c1=0.05).model_copy(update={"heard_ms": [4.0] * 5, "heard_run_ms": [1000.0] * 5})
+
+    def run(slots: int | None) -> float:
+        res = simulate_policy(cal.model_copy(update={"slots": slots}), "fifo", jobs, requests_per_job=4,
+                              deadline_ms=30.0, seed=0, max_batch=8, data_dir=tmp_path)
+        return res.finish_rate
+
+    assert run(None) == run(DEFAULT_SLOTS)
+    assert run(4) > run(2) + 0.1
 
 
 def test_bad_arguments_are_refused() -> None:
