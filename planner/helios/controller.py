@@ -5,7 +5,7 @@
 the breach counter and makes the decisions. The phases:
 
 1. **evaluate**: each shortlisted candidate serves the next ``eval_prompts`` prompts in turn
-   (more in its first batch when more wait), at the depth it is expected to serve at and no
+   (more in its batches when more wait), at the depth it is expected to serve at and no
    deeper than the memory budget fits them (every exit head up to it read), as real answers;
    once every candidate's results are in, the PHT chooses the candidate and its greedy depth
    (``helios.evaluated``);
@@ -67,13 +67,14 @@ class HeliosParams:
     # with each request (the runner's ``tau`` input).
     tau: float = 0.4
     # Paired evaluation (docs/helios.md, "Paired evaluation"): the candidates are compared on the
-    # same prompts. Each evaluation batch is also read by every other shortlisted candidate in a
-    # prefill-only scoring pass at its evaluation depth (``score_with``: up to ``score_prompts``
-    # prompts each per round), a breach trip first has that many of the next prompts scored by
-    # the others before it weighs load-more against switch (perplexity counted, while scores come
-    # back, on the scored prompts only), evaluations run at the shallowest depth the repository
-    # admits, and a re-assessment keeps the rows for their speed and the serving model's exits
-    # since the last decision when no breach tripped since. Off: the fourth session's decisions.
+    # same prompts. The first candidate's evaluation batches are also read by every other
+    # shortlisted candidate in a prefill-only scoring pass at its evaluation depth
+    # (``score_with``: up to ``score_prompts`` prompts each per round; ``pair_each`` below), a
+    # breach trip first has that many of the next prompts scored by the others before it weighs
+    # load-more against switch (perplexity counted, while scores come back, on the scored
+    # prompts only), evaluations run at the shallowest depth the repository admits, and a
+    # re-assessment keeps the rows for their speed and the serving model's exits since the last
+    # decision when no breach tripped since. Off: the fourth session's decisions.
     paired: bool = True
     score_prompts: int = 5
     # Which evaluation batches are scored (docs/helios.md, "Seventh session"): only the round's
