@@ -5,7 +5,7 @@
 the breach counter and makes the decisions. The phases:
 
 1. **evaluate**: each shortlisted candidate serves the next ``eval_prompts`` prompts in turn
-   (more in its first batch when more wait), at the depth it is expected to serve at and no
+   (more in its batches when more wait), at the depth it is expected to serve at and no
    deeper than the memory budget fits them (every exit head up to it read), as real answers;
    once every candidate's results are in, the PHT chooses the candidate and its greedy depth
    (``helios.evaluated``);
@@ -67,15 +67,27 @@ class HeliosParams:
     # with each request (the runner's ``tau`` input).
     tau: float = 0.4
     # Paired evaluation (docs/helios.md, "Paired evaluation"): the candidates are compared on the
-    # same prompts. Each evaluation batch is also read by every other shortlisted candidate in a
-    # prefill-only scoring pass at its evaluation depth (``score_with``: up to ``score_prompts``
-    # prompts each per round), a breach trip first has that many of the next prompts scored by
-    # the others before it weighs load-more against switch (perplexity counted, while scores come
-    # back, on the scored prompts only), evaluations run at the shallowest depth the repository
-    # admits, and a re-assessment keeps the rows for their speed and the serving model's exits
-    # since the last decision when no breach tripped since. Off: the fourth session's decisions.
+    # same prompts. The first candidate's evaluation batches are also read by every other
+    # shortlisted candidate in a prefill-only scoring pass at its evaluation depth
+    # (``score_with``: up to ``score_prompts`` prompts each per round; ``pair_each`` below), a
+    # breach trip first has that many of the next prompts scored by the others before it weighs
+    # load-more against switch (perplexity counted, while scores come back, on the scored
+    # prompts only), evaluations run at the shallowest depth the repository admits, and a
+    # re-assessment keeps the rows for their speed and the serving model's exits since the last
+    # decision when no breach tripped since. Off: the fourth session's decisions.
     paired: bool = True
     score_prompts: int = 5
+    # Which evaluation batches are scored (docs/helios.md, "Seventh session"): only the round's
+    # first candidate's, read by every other candidate, so that all of them hold the same
+    # ``score_prompts`` prompts; True: every candidate's batches are read by the others (the fifth
+    # session's two-way pairing: twice the scoring passes for the same kind of evidence).
+    pair_each: bool = False
+    # Every evaluation batch of a candidate may take what waits (up to what the memory allows at
+    # its evaluation depth) until its ``eval_prompts`` are out; False: only its first batch, the
+    # later ones just the prompts its evaluation still lacks (the fifth session's). Under load
+    # the queue is still filling when the first round starts: a first batch of 1 was followed by
+    # one of 4, where a full batch costs little more.
+    full_width: bool = True
 
     def __post_init__(self) -> None:
         if min(self.k, self.eval_prompts, self.reassess, self.horizon_tokens, self.score_prompts) < 1:
@@ -172,14 +184,16 @@ class Helios:
         if self.phase == "evaluate":
             for i, c in enumerate(self.shortlist):
                 if self._eval_sent[i] < self.p.eval_prompts:
-                    # Its first batch may take more than ``eval_prompts`` when more wait (up to
-                    # what the memory allows at its evaluation depth): real answers either way, a
-                    # batch costs little more than one prompt, and five prompts measure a
-                    # perplexity to about +-10%, coarser than the 5% bound. (Holding every
-                    # candidate to the smallest such batch was measured: 0.89 / 0.90 of the best
-                    # fixed cut near saturation / in overload against 0.92 / 0.93.)
+                    # Its batches may take more than ``eval_prompts`` when more wait (up to what
+                    # the memory allows at its evaluation depth; ``full_width``, else only its
+                    # first): real answers either way, a batch costs little more than one
+                    # prompt, and five prompts measure a perplexity to about +-10%, coarser than
+                    # the 5% bound. (Holding every candidate to the smallest such batch was
+                    # measured: 0.89 / 0.90 of the best fixed cut near saturation / in overload
+                    # against 0.92 / 0.93.)
                     left = self.p.eval_prompts - self._eval_sent[i]
-                    return c.name, self._eval_depth(i), None if self._eval_sent[i] == 0 else left
+                    wide = self.p.full_width or self._eval_sent[i] == 0
+                    return c.name, self._eval_depth(i), None if wide else left
             # every evaluation prompt is out: serve on with the last one until the results are in
             last = len(self.shortlist) - 1
             return self.shortlist[last].name, self._eval_depth(last), None
@@ -188,13 +202,19 @@ class Helios:
     def score_with(self, model: str, size: int) -> tuple[tuple[str, int, int], ...]:
         """(candidate, depth, rows): who should read the first ``rows`` prompts of the batch of
         ``size`` about to go to ``model`` in a prefill-only scoring pass. During an evaluation,
-        every other shortlisted candidate at its evaluation depth (fixed here for the round, so
-        that its own evaluation batch runs at the same depth and its row holds the round's
-        prompts at one depth), up to ``score_prompts`` prompts each per round; none otherwise."""
+        the batches of the round's first candidate are read by every other shortlisted candidate
+        at its evaluation depth (fixed here for the round, so that its own evaluation batch runs
+        at the same depth and its row holds the round's prompts at one depth), up to
+        ``score_prompts`` prompts each per round; none otherwise. One direction is enough for a
+        paired comparison (every candidate then holds the perplexity of the same prompts); the
+        other candidates' own evaluation batches give their exits and speed, and their perplexity
+        is not counted (``_paired_part``), so the comparison stays on the shared prompts."""
         if not self.p.paired or not self.p.switching:
             return ()
         if self.phase != "evaluate":
             return self._probe_rows(model, size)
+        if not self.p.pair_each and model != self.shortlist[0].name:
+            return ()
         out = []
         for i, c in enumerate(self.shortlist):
             rows = min(size, self.p.score_prompts - self._scored[i])

@@ -157,6 +157,21 @@ def test_evaluation_runs_as_a_batch_where_the_memory_fits_it(cands: list[Candida
     assert h.phase == "serve" and h.counts["evaluations"] == 1
 
 
+def test_every_evaluation_batch_takes_what_waits_until_the_candidate_has_its_prompts(
+        cands: list[Candidate]) -> None:
+    # under load the queue is still filling when a round starts: a first batch of one prompt
+    for wide, second in ((True, None), (False, 4)):
+        h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=5, full_width=wide))
+        model, depth, limit = h.target()
+        assert limit is None
+        h.dispatched(model, depth, 1, waiting=1)
+        # full width: the next batch of the same candidate is bounded only by the scheduler (the
+        # memory at its depth, what waits); else by the four prompts its evaluation still lacks
+        assert h.target() == (model, depth, second)
+        h.dispatched(model, depth, 9, waiting=9)
+        assert h.target()[0] != model  # its evaluation prompts are out: the next candidate's turn
+
+
 def test_without_a_budget_the_evaluation_is_whole(cands: list[Candidate]) -> None:
     h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3))
     assert {h.target()[1]} == {cands[0].max_depth}

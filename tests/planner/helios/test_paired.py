@@ -48,12 +48,31 @@ def test_an_evaluation_batch_is_scored_by_the_other_candidates_at_their_evaluati
     assert h.score_with(model, 3) == (("deep", 2, 2),)
     h.dispatched(model, depth, 3)
     assert h.target()[:2] == ("deep", 2)
-    assert h.score_with("deep", 1) == (("small", 2, 1),)
-    assert h.score_with("deep", 5) == (("small", 2, 1),)  # one left of its two
-    assert h.score_with("deep", 5) == ()
+    # deep's own evaluation batches are not read by small: the round compares them on small's
+    assert h.score_with("deep", 1) == ()
+    # both ways (pair_each): each candidate's batches are read by the others
+    b = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, score_prompts=2, pair_each=True))
+    model, depth, _ = b.target()
+    assert b.score_with(model, 3) == (("deep", 2, 2),)
+    b.dispatched(model, depth, 3)
+    assert b.score_with("deep", 1) == (("small", 2, 1),)
+    assert b.score_with("deep", 5) == (("small", 2, 1),)  # one left of its two
+    assert b.score_with("deep", 5) == ()
     # unpaired: no scoring pass, deep evaluated where its profile says every task is covered
     u = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, paired=False))
     assert u.score_with("small", 3) == ()
+
+
+def test_a_round_is_scored_on_the_first_candidates_batches_until_score_prompts_are_read(
+        cands: list[Candidate]) -> None:
+    # batches of one (light load): each of small's is read by deep until deep has read two
+    h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, score_prompts=2))
+    plans = []
+    while h.target()[0] == "small":
+        model, depth, _ = h.target()
+        plans.append(h.score_with(model, 1))
+        h.dispatched(model, depth, 1)
+    assert plans == [(("deep", 2, 1),), (("deep", 2, 1),), ()]
 
 
 def test_paired_scores_compare_the_candidates_on_the_same_prompts(cands: list[Candidate]) -> None:
@@ -63,10 +82,18 @@ def test_paired_scores_compare_the_candidates_on_the_same_prompts(cands: list[Ca
     unpaired = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, paired=False))
     _evaluate(unpaired, own, other, paired=False)
     assert unpaired.phase == "serve" and unpaired.model == "deep"  # small looked 20% worse
+    # one way: deep reads small's prompts; deep's own batch counts for its exits and speed only
     paired = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3))
     _evaluate(paired, own, other, paired=True)
     assert paired.phase == "serve" and paired.model == "small"
-    assert paired.pht.rows[("small", 2)].perplexity() == pytest_approx((6.0 ** 3 * 5.1 ** 3) ** (1 / 6))
+    assert paired.pht.rows[("small", 2)].perplexity() == pytest_approx(6.0)
+    assert paired.pht.rows[("deep", 2)].perplexity() == pytest_approx(5.9)
+    assert paired.pht.rows[("deep", 2)].tokens_per_s() is not None
+    # both ways: each row holds both candidates' prompts
+    both = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, pair_each=True))
+    _evaluate(both, own, other, paired=True)
+    assert both.phase == "serve" and both.model == "small"
+    assert both.pht.rows[("small", 2)].perplexity() == pytest_approx((6.0 ** 3 * 5.1 ** 3) ** (1 / 6))
 
 
 def pytest_approx(x: float) -> object:
@@ -141,7 +168,9 @@ def test_a_steady_reassessment_keeps_the_serving_models_exits_since_its_selectio
     assert served.tokens_per_s() == rate and served.perplexity() is None
     assert sum(served.exit_counts()) == 20 * 16
     assert sum(h.pht.exit_distribution("small").values()) == 23 * 16
-    assert len(h.pht.rows[("small", 1)].scored) == 3 and h.pht.rows[("small", 1)].prompts == 3
+    # small's evaluation batch (the round's first) was read by deep; deep's was read by no one
+    assert not h.pht.rows[("small", 1)].scored and h.pht.rows[("small", 1)].prompts == 3
+    assert len(h.pht.rows[("deep", 2)].scored) == 3
     # the other candidate's exits are read afresh
     assert sum(h.pht.exit_distribution("deep").values()) == 3 * 16
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def test_a_profile_becomes_a_candidate() -> None:
     c = candidate_from_profile(PROFILE)
     assert c.depths == (2, 4, 6, 8) and c.family == "lm"
     f = c.at(4)
-    assert f.rate(1) == 25.0 and f.rate(8) == 75.0 and f.rate(32) == 200.0
+    assert f.rate(1) == 25.0 and f.rate(4) == 75.0 and f.rate(16) == 200.0
     assert f.perplexity == {"shakespeare": 5.0, "python": 3.0} and f.exit_share["python"] == 1.0
     with pytest.raises(KeyError):
         c.at(3)
@@ -43,3 +44,16 @@ def test_the_zoo_language_models_form_a_family(tmp_path: Path) -> None:
     s = repo.candidate("ee-lm-s")
     assert s is not None and s.depths == (1, 2, 3, 4)
     assert s.at(1).weight_bytes < s.at(4).weight_bytes
+
+
+def test_a_rate_between_profiled_batch_sizes_interpolates_the_batchs_time() -> None:
+    f = candidate_from_profile(PROFILE).at(4)  # 25 / 75 / 200 tokens/s at batch 1 / 4 / 16
+    # a batch's time per token of one sequence: 4/75 s at 4, 16/200 at 16; at 10 half-way
+    assert f.rate(10) == pytest.approx(10 / ((4 / 75 + 16 / 200) / 2))
+    # a batch of 15 runs nearly as fast per token as one of 16, not at batch 4's rate
+    assert f.rate(15) > 0.95 * f.rate(16) > 2 * f.rate(4)
+    # beyond the largest size, the last segment's slope; below the smallest, its rate
+    assert f.rate(28) == pytest.approx(28 / (16 / 200 + (16 / 200 - 4 / 75) / 12 * 12))
+    assert f.rate(0) == f.rate(1) == 25.0
+    rates = [f.rate(b) for b in range(1, 40)]
+    assert all(a < b for a, b in itertools.pairwise(rates))
