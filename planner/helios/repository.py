@@ -50,7 +50,9 @@ class DepthFigures:
             if b <= hi:
                 return b / (t_lo + (t_hi - t_lo) * (b - lo) / (hi - lo))
         (lo, t_lo), (hi, t_hi) = times[-2], times[-1]
-        return b / (t_hi + (t_hi - t_lo) / (hi - lo) * (b - hi))
+        # a profile whose largest batch timed faster than the one before (noise) extends flat:
+        # a falling line would reach a zero or negative time for a large enough batch
+        return b / (t_hi + max(t_hi - t_lo, 0.0) / (hi - lo) * (b - hi))
 
     def mean_perplexity(self) -> float:
         vals = list(self.perplexity.values())

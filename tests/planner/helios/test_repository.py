@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -57,3 +58,11 @@ def test_a_rate_between_profiled_batch_sizes_interpolates_the_batchs_time() -> N
     assert f.rate(0) == f.rate(1) == 25.0
     rates = [f.rate(b) for b in range(1, 40)]
     assert all(a < b for a, b in itertools.pairwise(rates))
+
+
+def test_a_profile_whose_largest_batch_timed_faster_extends_flat() -> None:
+    f = candidate_from_profile(PROFILE).at(4)
+    # noise: batch 16 measured at less time per step than batch 4 (16/700 < 4/75)
+    noisy = dataclasses.replace(f, tokens_per_s={1: 25.0, 4: 75.0, 16: 700.0})
+    assert noisy.rate(64) == pytest.approx(64 / (16 / 700))  # the largest batch's time, not a falling line
+    assert all(noisy.rate(b) > 0 for b in range(1, 4096, 97))
