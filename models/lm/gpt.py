@@ -226,12 +226,13 @@ class EarlyExitGpt(nn.Module):
         x, mask, pos = self._prompt(idx, valid)
         cache: KvCache = []
         last: dict[int, torch.Tensor] = {}
+        heads = self._heads()
         for i, block in enumerate(self.blocks, start=1):
             x, kv = block(x, mask)
             cache.append(kv)
-            if str(i) in self.exits and i != self.depth:
-                last[i] = self._heads()[i].logits(x[:, -1])
-        full = self._heads()[self.depth].logits(x)
+            if i in heads and i != self.depth:
+                last[i] = heads[i].logits(x[:, -1])
+        full = heads[self.depth].logits(x)
         last[self.depth] = full[:, -1]
         return last, cache, pos[:, -1], full
 

@@ -17,7 +17,7 @@ import typer
 from adaserve.planner.sim.calibrate import Calibration, calibrate
 from adaserve.planner.sim.engine import SimResult
 
-DEFAULT_SLOTS = 2  # the worker's slots when a calibration predates the planner reporting them
+UNREPORTED_SLOTS = 2  # the worker's slots when a calibration predates the planner reporting them
 
 
 def calibration_from_run(run: str, out: Path) -> Calibration:
@@ -66,7 +66,7 @@ def simulate_policy(cal: Calibration, policy: str, jobs_s: np.ndarray, *, reques
     overload = for_planner(max_queue=planner.max_queue if max_queue is None else max_queue,
                            admission=planner.admission if admission is None else admission, max_batch=max_batch)
     return simulate_pipeline(sched, jobs_s, requests_per_job, deadline_ms / 1000.0, cal, max_batch=max_batch,
-                             seed=seed, model=cal.model, overload=overload, slots=cal.slots or DEFAULT_SLOTS)
+                             seed=seed, model=cal.model, overload=overload, slots=cal.slots or UNREPORTED_SLOTS)
 
 
 def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, duration_s: float,

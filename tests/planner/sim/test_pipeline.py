@@ -62,7 +62,7 @@ def test_a_planner_that_hears_of_finishes_late_frees_slots_late() -> None:
 def test_the_calibrations_slots_are_the_simulated_workers(tmp_path: Path) -> None:
     # FIFO's batches of 8 at 4,000 requests/s with a planner that hears of finishes 4 ms late: two
     # slots leave the worker idle while the planner catches up, four keep it busy
-    from adaserve.planner.sim.pipeline_cli import DEFAULT_SLOTS, simulate_policy
+    from adaserve.planner.sim.pipeline_cli import UNREPORTED_SLOTS, simulate_policy
 
     jobs = np.arange(2000) * 0.001
     cal = _cal([1.0], c0=0.5, c1=0.05).model_copy(update={"heard_ms": [4.0] * 5, "heard_run_ms": [1000.0] * 5})
@@ -72,7 +72,7 @@ def test_the_calibrations_slots_are_the_simulated_workers(tmp_path: Path) -> Non
                               deadline_ms=30.0, seed=0, max_batch=8, data_dir=tmp_path)
         return res.finish_rate
 
-    assert run(None) == run(DEFAULT_SLOTS)
+    assert run(None) == run(UNREPORTED_SLOTS)
     assert run(4) > run(2) + 0.1
 
 
