@@ -130,25 +130,20 @@ class Reader:
 
 
 def publish_loop(publisher: Publisher, slots: Slots, done: queue.SimpleQueue[Work | None]) -> None:
-    """Finish each batch handed over (results + ack + event in one call) and free its slot."""
+    """Finish each batch (results + ack + event in one call) and free its slot."""
     while True:
         work = done.get()
         if work is None:
             return
-        finish(publisher, slots, work)
-
-
-def finish(publisher: Publisher, slots: Slots, work: Work) -> None:
-    """Finish one batch and free its slot, on whichever thread calls it with its own ``publisher``."""
-    try:
-        _publish(publisher, work)
-    except BrokerUnavailable as exc:
-        log.warning("batch entry %s left pending (%s); a worker reclaims it once the broker is back",
-                    work.entry.id, exc)
-    except Exception:
-        log.exception("could not finish batch entry %s", work.entry.id)
-    finally:
-        slots.release(work.entry.id)
+        try:
+            _publish(publisher, work)
+        except BrokerUnavailable as exc:
+            log.warning("batch entry %s left pending (%s); a worker reclaims it once the broker is back",
+                        work.entry.id, exc)
+        except Exception:
+            log.exception("could not finish batch entry %s", work.entry.id)
+        finally:
+            slots.release(work.entry.id)
 
 
 def _publish(publisher: Publisher, work: Work) -> None:

@@ -27,7 +27,7 @@ from adaserve.workers.config import WorkerConfig
 from adaserve.workers.execute import Executor
 from adaserve.workers.gpu import GpuMonitor
 from adaserve.workers.heartbeat import Heartbeat
-from adaserve.workers.pipeline import Reader, Work, finish, publish_loop
+from adaserve.workers.pipeline import Reader, Work, publish_loop
 from adaserve.workers.publish import Publisher
 from adaserve.workers.reclaim import Reclaimer
 from adaserve.workers.runners import Loader, RunnerCache
@@ -112,14 +112,6 @@ class Worker:
         executor = Executor(self.runners, self.clock, max_output_elements=self.config.max_output_elements)
         publisher = Publisher(self._r, self.settings, worker=self.id, pool=self.pool, device=self.device,
                               clock=self.clock, limits=self._limits, outage=self.outage, stop=stop)
-        # The executor's own (a Publisher holds one connection for one thread), for the batches it
-        # finishes itself: a batch the worker holds alone is finished where it ran, sparing the
-        # hand-over to the publisher thread, which costs a thread wake-up and a GIL switch (60-150
-        # µs on a busy two-core host, on every job's path at low load; docs/overhead.md, tenth
-        # round). With other batches held, the publisher finishes it while this thread runs the
-        # next one, as before.
-        own = Publisher(self._r, self.settings, worker=self.id, pool=self.pool, device=self.device,
-                        clock=self.clock, limits=self._limits, outage=self.outage, stop=stop)
         reclaimer = Reclaimer(self._r, self.settings, pool=self.pool, worker=self.id)
         # SimpleQueue's put and get are C calls; Queue wraps each hand-off in a Python Condition
         # (a cross-thread round trip measured 25.5 µs of CPU with Queue, 11.6 with SimpleQueue)
@@ -153,10 +145,7 @@ class Worker:
                     except Exception as exc:
                         log.exception("batch %s could not be executed", work.batch.id)
                         work.reject = ("runtime_error", f"{type(exc).__name__}: {exc}")
-                if self.slots.busy() <= 1:  # nothing else read, queued or being finished
-                    finish(own, self.slots, work)
-                else:
-                    done.put(work)
+                done.put(work)
         finally:
             stop.set()
             done.put(None)

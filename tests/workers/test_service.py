@@ -12,7 +12,6 @@ from adaserve.broker import Keys, Settings
 from adaserve.broker.codec import decode, encode
 from adaserve.broker.events import BatchDeadLettered, BatchFinished, WorkerHeartbeat, WorkerStopped
 from adaserve.workers import Worker, WorkerConfig
-from adaserve.workers.publish import Publisher
 from adaserve.workers.runtime import available_models
 
 
@@ -144,32 +143,6 @@ def test_busy_counts_held_batches(settings: Settings, feeder, serve, r) -> None:
         assert feeder.wait_for(lambda: decode(r.hget(keys.workers, worker.id)).busy == 2)
         assert len(feeder.results(3)) == 3
     assert feeder.pending() == 0
-
-
-def test_a_batch_held_alone_is_finished_by_the_thread_that_ran_it(feeder, serve, monkeypatch) -> None:
-    """No hand-over to the publisher thread when the worker holds nothing else (one job in flight:
-    the hand-over's wake-up was on every job's path); with another batch held, the publisher
-    finishes it while the next one runs."""
-    finishers: list[str] = []
-    real = Publisher.finish
-
-    def finish(self: Publisher, *args: object, **kwargs: object) -> int:
-        finishers.append(threading.current_thread().name)
-        return real(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Publisher, "finish", finish)
-    for _ in range(2):  # both in the stream before the worker starts: its first read takes both
-        feeder.send(feeder.batch(1, variant="slow")[0])
-    with serve(slots=2) as worker:
-        assert len(feeder.results(2)) == 2
-        # the first ran with the second held: the publisher finished it; the second ran alone
-        assert finishers[0].startswith("publisher-") and not finishers[1].startswith(("publisher-", "reader-"))
-        alone, _ = feeder.batch(3)
-        feeder.send(alone)
-        assert len(feeder.results(5)) == 5
-        assert finishers[2] == finishers[1]
-        assert worker.slots.busy() == 0
-    assert feeder.pending() == 0 and len(finishers) == 3
 
 
 def test_stop_finishes_batches_in_hand(feeder, serve) -> None:
