@@ -178,6 +178,9 @@ class BatchFinished(_Ev):
     # Seconds this batch waited for its (model, variant) to be loaded first (a partial load of
     # an lm-exit depth, a switch to another model); None when the runner was loaded already.
     load_s: float | None = None
+    # Of ``size``, the requests the worker ended ``expired`` without running them (their deadline
+    # had passed when the batch came to run): ``exec_ms`` is the run of the others.
+    expired: int = Field(default=0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

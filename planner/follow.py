@@ -173,7 +173,7 @@ class Follower:
         sched = scheds.get(ev.model) or _chooser(scheds, ev.model)
         # One part of a split model is not the batch latency the policy models; the planner keeps
         # learning from whole runs (per-part models belong to placement).
-        if sched is not None and ev.part is None:
+        if sched is not None and ev.part is None and ev.size > 0:
             sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, ev.apps,
                                          tuple(x / 1000.0 for x in ev.item_exec_ms), ev.pool, ev.variant,
                                          ev.lm, ev.load_s, ev.ts / 1000.0))
@@ -245,9 +245,12 @@ class Finished:
 
     @classmethod
     def of(cls, ev: BatchFinished) -> Finished:
-        lm = tuple(s for s in (item_stats(i.lm) for i in ev.items) if s is not None)
-        return cls(ev.batch_id, ev.ts, ev.pool, ev.model, ev.variant, ev.size, ev.exec_ms, ev.part, ev.next_pool,
-                   tuple(i.app for i in ev.items), tuple(i.exec_ms for i in ev.items), lm, ev.load_s)
+        """``size``, ``apps`` and the times are of the requests the batch ran: those the worker
+        ended unrun (``expired``) neither took its time nor drained the queue."""
+        ran = [i for i in ev.items if i.status != "expired"] if ev.expired else ev.items
+        lm = tuple(s for s in (item_stats(i.lm) for i in ran) if s is not None)
+        return cls(ev.batch_id, ev.ts, ev.pool, ev.model, ev.variant, ev.size - ev.expired, ev.exec_ms, ev.part,
+                   ev.next_pool, tuple(i.app for i in ran), tuple(i.exec_ms for i in ran), lm, ev.load_s)
 
 
 def _quick_finished(body: dict[str, Any]) -> Finished | None:
@@ -258,6 +261,9 @@ def _quick_finished(body: dict[str, Any]) -> Finished | None:
     if body.get("event") != "batch.finished":
         return None
     try:
+        expired = body.get("expired", 0)
+        if type(expired) is not int or expired < 0:
+            return None
         cols = body.get("columns")
         if cols is not None and "items" not in body:
             # a batch that completed whole: its requests' fields as columns, read per batch
@@ -268,11 +274,13 @@ def _quick_finished(body: dict[str, Any]) -> Finished | None:
                 tuple(apps), tuple(map(float, execs)), ())
         else:
             items = body["items"]
+            if expired:
+                items = [i for i in items if i["status"] != "expired"]
             got = (tuple(i["app"] for i in items), tuple(float(i["exec_ms"]) for i in items),
                    tuple(s for s in (item_stats(i.get("lm")) for i in items) if s is not None))
         load = body.get("load_s")
         f = Finished(body["batch_id"], float(body["ts"]), body["pool"], body["model"], body.get("variant", "default"),
-                     int(body["size"]), float(body["exec_ms"]), body.get("part"), body.get("next_pool"),
+                     int(body["size"]) - expired, float(body["exec_ms"]), body.get("part"), body.get("next_pool"),
                      got[0], got[1], got[2], None if load is None else float(load))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None

@@ -177,7 +177,9 @@ def _pools(batches: list[BatchFinished], span_s: float, run: str | None) -> list
     out = []
     for (pool, model, variant), bs in sorted(groups.items()):
         lat = [it.total_ms for b in bs for it in b.items if it.status == "completed" and (run is None or it.run == run)]
-        n = sum(b.size if run is None else sum(it.run == run for it in b.items) for b in bs)
+        # what the pool ran: requests a worker ended unrun past their deadlines are not its work
+        n = sum(b.size - b.expired if run is None else sum(it.run == run and it.status != "expired" for it in b.items)
+                for b in bs)
         out.append(PoolStats(
             pool=pool, model=model, variant=variant, batches=len(bs), requests=n, mean_batch=n / len(bs),
             exec_p50_ms=pct([b.exec_ms for b in bs], 50), exec_p99_ms=pct([b.exec_ms for b in bs], 99),
@@ -197,7 +199,9 @@ def _workers(batches: list[BatchFinished], beats: list[WorkerHeartbeat], span_s:
         groups[b.worker].append(b)
     out = []
     for worker, bs in sorted(groups.items()):
-        n = sum(b.size if run is None else sum(it.run == run for it in b.items) for b in bs)
+        # what the pool ran: requests a worker ended unrun past their deadlines are not its work
+        n = sum(b.size - b.expired if run is None else sum(it.run == run and it.status != "expired" for it in b.items)
+                for b in bs)
         beat = last.get(worker)
         gpu = (beat.gpu if beat is not None else None) or {}
         out.append(WorkerStats(

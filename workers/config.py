@@ -14,9 +14,11 @@ _NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
 # Batches a worker holds at once. Two (one running, one decoded) were not enough for a small model:
 # a slot freed by a 2 ms batch waits for the planner to hear of it, decide and send the next
-# (5-12 ms of its loop on a busy two-core host), so the worker idled with work queued at the
-# planner; four cover that loop (docs/orloj.md, "Eighth session").
-DEFAULT_SLOTS = 4
+# (5-12 ms of its loop on a busy two-core host, more when it falls behind), so the worker idled
+# with work queued at the planner (docs/orloj.md, "Eighth session"). A deeper hold costs little
+# since the worker ends unrun the requests that wait out their deadline in it: eight finished more
+# than four in 11 of 12 overloaded pairs (docs/orloj.md, "Ninth session").
+DEFAULT_SLOTS = 8
 
 
 @dataclass(frozen=True)

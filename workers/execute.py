@@ -4,7 +4,8 @@ Nothing here touches Redis; ``results`` turns an outcome into wire results and t
 ``forward`` hands a split model's intermediate tensors on. Language models take their own path
 (``generate``): prompts of any length share one padded batch. Every failure (unknown model, a
 load error, inputs that do not fit, an exception in the runtime) becomes a ``failed`` outcome with
-a reason for the requests it concerns, never an exception.
+a reason for the requests it concerns, never an exception. A request whose deadline has passed
+when its batch comes to run ends ``expired`` unrun (``past_deadline``).
 """
 
 from __future__ import annotations
@@ -25,12 +26,20 @@ from adaserve.workers.inputs import InputError, Signature, gather, gather_stacke
 from adaserve.workers.runners import RunnerCache
 from adaserve.workers.runtime.base import GenerativeRunner, Runner, RunOutput
 from adaserve.workers.scoring import score_prompts
-from adaserve.workers.wire import AnyBatch, WireBatch, WireTensor, items_of
+from adaserve.workers.wire import AnyBatch, AnyItem, WireBatch, WireTensor, items_of
 
 # Exception types the runtimes raise for inputs of the wrong shape or type (onnxruntime's
 # InvalidArgument among them); anything else is the runtime's own fault.
 _INPUT_ERRORS = ("InvalidArgument", "ValueError", "TypeError", "IndexError")
 NON_FINITE_OUTPUT = "non_finite: the model's output for this request holds NaN or infinite values"
+PAST_DEADLINE = "deadline: it had passed when the worker came to run the batch"
+
+
+def past_deadline(items: Sequence[AnyItem], now_ms: float) -> list[int]:
+    """The requests whose deadline has passed by ``now_ms``: running them could only answer late,
+    and under overload the worker's queue of batches made a fifth to a third of what it ran such
+    requests, time the requests behind them then lacked (docs/orloj.md, "Ninth session")."""
+    return [i for i, it in enumerate(items) if it.deadline_ms <= now_ms]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +56,7 @@ class WireRow:
 
 @dataclass
 class ItemOutcome:
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "expired"]
     reason: str = ""
     prediction: int | None = None
     confidence: float | None = None
@@ -174,20 +183,24 @@ class Executor:
             return BatchOutcome(batch.plan.variant, [ItemOutcome("failed", why) for _ in range(n)], now, now, 0.0)
         keep = frozenset({"intermediate"}) if nxt is not None else frozenset()
         items: list[ItemOutcome | None] = [None] * n
+        if nxt is None:  # a part that forwards its requests leaves their fate to the last part
+            for i in past_deadline(items_of(batch), self._clock.now_ms()):
+                items[i] = ItemOutcome("expired", PAST_DEADLINE)
+        live = [i for i in range(n) if items[i] is None]
         names = tuple(runner.inputs)
         specs = loaded.specs
         groups: dict[Signature, list[int]] = {}
         stacked = batch.stacked if isinstance(batch, WireBatch) else None
-        if stacked is not None:  # the columnar form: one signature for all, checked once
+        if stacked is not None and live:  # the columnar form: one signature for all, checked once
             try:
-                groups[signature(_tensors(items_of(batch)[0].inputs), names)] = list(range(n))
+                groups[signature(_tensors(items_of(batch)[live[0]].inputs), names)] = live
             except InputError as exc:
-                for i in range(n):
+                for i in live:
                     items[i] = ItemOutcome("failed", f"bad_input: {exc}")
-        else:
-            for i, item in enumerate(items_of(batch)):
+        elif stacked is None:
+            for i in live:
                 try:
-                    groups.setdefault(signature(_tensors(item.inputs), names), []).append(i)
+                    groups.setdefault(signature(_tensors(items_of(batch)[i].inputs), names), []).append(i)
                 except InputError as exc:
                     items[i] = ItemOutcome("failed", f"bad_input: {exc}")
         started = self._clock.now_ms()
@@ -204,6 +217,8 @@ class Executor:
                 continue
             if stacked is not None:
                 arrays = gather_stacked(_tensors(stacked), n, sig, target)
+                if len(idx) < n:  # rows of requests that expired before the run stay out of it
+                    arrays = {k: v[idx] for k, v in arrays.items()}
             else:
                 arrays = gather([_tensors(items_of(batch)[i].inputs) for i in idx], sig, target)
             got = self._run_group(runner, arrays, idx, items, keep, columns=whole)

@@ -12,7 +12,9 @@ From every ``batch.finished`` whose ``batch.dispatched`` is known: its requests'
 
 * ``transfer``: dispatch to start not spent behind the worker's previous batch, per batch in run
   order (and its lower quartile),
-* ``service``: start to the finished event, fitted as ``s0 + s1 * size`` with the residuals kept,
+* ``service``: start to the finished event, fitted as ``s0 + s1 * size`` with the residuals kept
+  (the size the worker ran: requests it ended unrun past their deadlines are not counted, and a
+  batch that ran none gives no sample),
 * ``exec``: the runner's own time (what policies learn from), fitted the same way,
 * ``step``: how long the planner's loop is busy in a step that sent a batch (its wall time less its
   blocking reads), as its ``planner.state`` reports give it: the simulator lets the loop send again
@@ -189,8 +191,11 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
         d = sent.get(f.batch_id)
         if f.model != model or d is None:
             continue
-        started = float(np.median([f.ts - it.total_ms + it.queue_ms for it in f.items]))
-        size.append(f.size)
+        ran = [it for it in f.items if it.status != "expired"] if f.expired else f.items
+        if not ran:  # every request ended unrun: no service to learn from (the simulator drops them itself)
+            continue
+        started = float(np.median([f.ts - it.total_ms + it.queue_ms for it in ran]))
+        size.append(f.size - f.expired)
         sent_at.append(d.ts)
         wait.append(max(started - d.ts, 0.0))
         transfer.append(max(started - max(d.ts, prev_end), 0.0))
@@ -255,7 +260,7 @@ def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int
         if isinstance(ev, BatchFinished) and ev.model == model and ev.next_pool is None \
                 and start_s - horizon_s <= ev.ts / 1000.0 < start_s:
             key = int(ev.ts / 1000.0) if span_ms == 1000 else int(ev.ts // span_ms) * span_ms
-            per[key] = per.get(key, 0) + ev.size
+            per[key] = per.get(key, 0) + ev.size - ev.expired
     return sorted(per.items())
 
 

@@ -19,7 +19,9 @@ around them, with the costs a ``Calibration`` measured:
   loop; an idle planner wakes when a job or a finished batch arrives, as the live one blocks
   on its streams;
 * a batch reaches the worker a transfer time later (drawn like the delays above) and waits there
-  behind the batch in hand (one execution lane, ``slots`` batches held); it takes ``s0 + s1 k``
+  behind the batch in hand (one execution lane, ``slots`` batches held); when it starts, its
+  requests already past their deadlines end expired unrun, as the live worker ends them
+  (``workers.execute.past_deadline``), and the rest, ``k`` of them, take ``s0 + s1 k``
   plus a residual drawn among the calibration's batches at the same point of the run (the worker
   slows when the machine does): replaying the run's own jobs, among the live batches dispatched
   within 10 ms of the same moment; the policy is told the runner's share of it (``e0 + e1 k``),
@@ -167,6 +169,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             if not was_busy:
                 floor.add(fin * 1000.0, gap * 1000.0)
             k = len(batch)
+            if not k:  # every request of it ended unrun: nothing ran to learn from
+                continue
             if overload is not None:
                 overload.finished(model, k, fin + epoch)
             scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=fin))
@@ -191,17 +195,22 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             if not d.batch:  # the policy holds its requests back: ask again a step later
                 gate = now + max(step((now - t_first) / span), WAKE_S)
                 break
-            k = len(d.batch)
-            exec_s = (cal.exec_c0_ms + cal.exec_c1_ms * k) / 1e3
             if timed is not None:  # the live batches sent at the same moment of the run
                 r_s, x_s = timed[0]((now - t_first) * 1e3), timed[1]((now - t_first) * 1e3)
             else:
                 r_s, x_s = resid((now - t_first) / span), transfer((now - t_first) / span)
-            service = max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + r_s, exec_s)
-            lane_free = max(now + x_s, lane_free) + service
+            start = max(now + x_s, lane_free)
+            ran = [p for p in d.batch if p.deadline > start]
+            if len(ran) < len(d.batch):
+                end([p for p in d.batch if p.deadline <= start], 3)
+            k = len(ran)
+            exec_s = (cal.exec_c0_ms + cal.exec_c1_ms * k) / 1e3 if k else 0.0
+            service = max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + r_s, exec_s) if k else 0.0
+            lane_free = start + service
             inflight += 1
-            batches, in_batches, busy = batches + 1, in_batches + k, busy + service
-            heapq.heappush(running, (lane_free, next(tie), d.batch, now, exec_s, inflight > 1))
+            if k:
+                batches, in_batches, busy = batches + 1, in_batches + k, busy + service
+            heapq.heappush(running, (lane_free, next(tie), ran, now, exec_s, inflight > 1))
             sent = True
         if sent:
             gate = now + step((now - t_first) / span)

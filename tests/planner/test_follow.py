@@ -213,3 +213,33 @@ def test_a_batch_finished_in_columns_read_quickly_is_what_validation_gives() -> 
     assert quick.apps == ("a0", "a1", "a0") and quick.item_exec_ms == (0.5, 1.5, 2.0) and quick.lm == ()
     assert _quick_finished({**body, "columns": {**body["columns"], "app": ["a0"]}}) is None  # type: ignore[dict-item]
     assert _quick_finished({**body, "columns": "x"}) is None
+
+
+def test_requests_a_worker_ended_unrun_are_not_what_the_batch_ran() -> None:
+    """A worker ends requests whose deadline passed before their batch ran ``expired`` and says so
+    in ``expired``: the planner learns the run of the others (its size, apps and times), in the
+    quick read and the validated one alike."""
+    import msgpack
+    import numpy as np
+
+    from adaserve.broker import Tensor
+    from adaserve.broker.codec import decode
+    from adaserve.broker.events import BatchFinished
+    from adaserve.broker.messages import Batch, BatchItem, Plan
+    from adaserve.planner.follow import Finished, _quick_finished
+    from adaserve.workers.execute import PAST_DEADLINE, BatchOutcome, ItemOutcome
+    from adaserve.workers.results import finished
+
+    items = [BatchItem(job_id="j", request_id=f"r{i}", app=f"a{i}", reply_to="c", inputs={
+        "x": Tensor.from_numpy(np.zeros(2, np.float32))}, submitted_ms=1.0, deadline_ms=9.0) for i in range(3)]
+    batch = Batch(id="b", model="m", plan=Plan(), items=items, dispatched_ms=2.0)
+    outcome = BatchOutcome("v", [ItemOutcome("expired", PAST_DEADLINE), ItemOutcome("completed", exec_ms=0.5),
+                                 ItemOutcome("completed", exec_ms=0.7)], 10.0, 11.0, 0.7)
+    _, raw = finished(batch, outcome, worker="w", pool="cpu", device="cpu")
+    ev = decode(raw)
+    assert isinstance(ev, BatchFinished) and ev.size == 3 and ev.expired == 1
+    assert [i.status for i in ev.items] == ["expired", "completed", "completed"]
+    quick = _quick_finished(msgpack.unpackb(raw, raw=False))
+    assert quick is not None and quick == Finished.of(ev)
+    assert quick.size == 2 and quick.apps == ("a1", "a2") and quick.item_exec_ms == (0.5, 0.7)
+    assert _quick_finished({**msgpack.unpackb(raw, raw=False), "expired": "1"}) is None

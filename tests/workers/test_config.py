@@ -8,7 +8,7 @@ from adaserve.workers import WorkerConfig
 
 def test_defaults_and_ids() -> None:
     c = WorkerConfig()
-    assert (c.pool, c.slots, c.resolved_device) == ("cpu", 4, "cpu")
+    assert (c.pool, c.slots, c.resolved_device) == ("cpu", 8, "cpu")
     assert WorkerConfig(pool="gpu").resolved_device == "gpu"
     a, b = c.worker_id(), c.worker_id()
     assert a != b and a.startswith("cpu-")

@@ -37,7 +37,7 @@ class Doubler(Runner):
 
 def _batch(*arrays: np.ndarray, model: str = "m") -> Batch:
     items = [BatchItem(job_id="j", request_id=f"r{i}", app="a", reply_to="c", inputs={"a": Tensor.from_numpy(x)},
-                       submitted_ms=0.0, deadline_ms=1e12) for i, x in enumerate(arrays)]
+                       submitted_ms=0.0, deadline_ms=1e15) for i, x in enumerate(arrays)]
     return Batch(id="b", model=model, plan=Plan(), items=items, dispatched_ms=0.0)
 
 
@@ -278,3 +278,36 @@ def test_a_columnar_batch_without_the_runner_s_input_fails_every_request() -> No
     out = _executor(Doubler()).run(read_batch(encode_map(body)))
     assert [i.status for i in out.items] == ["failed", "failed"]
     assert all(i.reason.startswith("bad_input: missing input 'a'") for i in out.items)
+
+
+def _late(batch: Batch, *late: int) -> Batch:
+    """``batch`` with the deadlines of the requests at ``late`` already passed."""
+    items = [it.model_copy(update={"deadline_ms": 1.0}) if i in late else it for i, it in enumerate(batch.items)]
+    return batch.model_copy(update={"items": items})
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+def test_requests_past_their_deadline_end_expired_unrun_and_the_rest_run(columnar: bool) -> None:
+    batch = _late(_batch(np.array([1, 2], np.int64), np.array([3, 4], np.int64), np.array([5, 6], np.int64)), 0)
+    if columnar:  # two jobs in the columnar form: the first one's deadline has passed
+        body = _wire(batch, True).body
+        job = body["jobs"][0]
+        body["jobs"] = [job | {"deadline_ms": 1.0, "request_ids": ["r0"]},
+                        job | {"deadline_ms": 1e15, "request_ids": ["r1", "r2"]}]
+        wire: Batch | WireBatch = read_batch(encode_map(body))
+        assert wire.stacked is not None
+    else:
+        wire = batch
+    runner = Doubler()
+    out = _executor(runner).run(wire)
+    assert [i.status for i in out.items] == ["expired", "completed", "completed"]
+    assert out.items[0].reason.startswith("deadline") and out.items[0].outputs == {}
+    assert len(runner.calls) == 1
+    np.testing.assert_array_equal(runner.calls[0]["a"], [[3, 4], [5, 6]])  # only the rows that can still answer
+    assert [i.prediction for i in out.items[1:]] == [7, 11] and out.columns is None and out.failed == []
+
+
+def test_a_batch_whose_every_deadline_passed_does_not_run() -> None:
+    runner = Doubler()
+    out = _executor(runner).run(_late(_batch(np.ones(2, np.int64), np.ones(2, np.int64)), 0, 1))
+    assert [i.status for i in out.items] == ["expired", "expired"] and runner.calls == [] and out.exec_ms == 0.0

@@ -42,6 +42,28 @@ def test_batch_in_results_out_with_right_predictions(feeder, serve) -> None:
     assert len(done) == 1 and done[0].completed == 8
 
 
+def test_requests_whose_deadline_passed_before_the_run_end_expired_once(feeder, serve) -> None:
+    batch, labels = feeder.batch(4)
+    gone = batch.items[0].submitted_ms  # a deadline that has passed: two requests waited it out
+    batch = batch.model_copy(update={"items": [it.model_copy(update={"deadline_ms": gone}) if i < 2 else it
+                                               for i, it in enumerate(batch.items)]})
+    with serve():
+        feeder.send(batch)
+        feeder.send(batch)  # a redelivery ends nothing twice
+        assert feeder.wait_for(lambda: len(feeder.events("batch.finished")) == 2)
+        results = feeder.results(4)
+    assert len(results) == 4
+    by_id = {r.request_id: r for r in results}
+    assert [by_id[f"r{i}"].status for i in range(4)] == ["expired", "expired", "completed", "completed"]
+    assert by_id["r0"].reason.startswith("deadline") and by_id["r0"].outputs == {}
+    assert [by_id[f"r{i}"].prediction for i in (2, 3)] == labels[2:]
+    ev = feeder.events("batch.finished")[0]
+    assert isinstance(ev, BatchFinished) and ev.size == 4 and ev.expired == 2
+    (done,) = feeder.events("job.completed")
+    assert (done.completed, done.expired) == (2, 2)
+    assert feeder.pending() == 0
+
+
 def test_redelivered_batch_yields_no_second_result(feeder, serve) -> None:
     batch, _ = feeder.batch(5)
     with serve():

@@ -22,6 +22,24 @@ def test_costs_are_measured_from_the_events(synthetic_run: list[object]) -> None
     assert cal.ingress_ms.count(12.0) == 8
 
 
+def test_requests_a_worker_ended_unrun_are_not_its_service(synthetic_run: list[object]) -> None:
+    """Each batch also carries requests the worker ended unrun (their deadlines passed first), and
+    one batch ran none: the fit is still of the requests each batch ran."""
+    from adaserve.broker.events import RequestTiming
+
+    def unrun(ev: BatchFinished, n: int) -> BatchFinished:
+        gone = [RequestTiming(job_id=ev.items[0].job_id, request_id=f"x{i}", app="a", run="r1", status="expired",
+                              queue_ms=0.0, exec_ms=0.0, total_ms=ev.items[0].total_ms + 7.0) for i in range(n)]
+        return ev.model_copy(update={"items": [*gone, *ev.items], "size": ev.size + n, "expired": n})
+
+    evs = [unrun(e, 3) if isinstance(e, BatchFinished) else e for e in synthetic_run]
+    whole = unrun(next(e for e in synthetic_run if isinstance(e, BatchFinished)), 2)
+    evs.append(whole.model_copy(update={"items": whole.items[:2], "size": 2, "exec_ms": 0.0}))
+    cal = calibrate(evs)  # type: ignore[arg-type]
+    assert cal.batches == 32 and cal.transfer_ms == pytest.approx(1.0)
+    assert cal.service_c0_ms == pytest.approx(0.5) and cal.service_c1_ms == pytest.approx(0.25)
+
+
 def test_refused_jobs_and_the_admission_controls_memory_are_measured(synthetic_run: list[object]) -> None:
     refused = JobRejected(ts=1405.0, job_id="late", run="r1", requests=1, reason="overloaded", model="m",
                           submitted_ms=1395.0)

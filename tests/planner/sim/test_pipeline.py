@@ -59,6 +59,19 @@ def test_a_planner_that_hears_of_finishes_late_frees_slots_late() -> None:
     assert heard_late[0] < at_once[0] - 0.1
 
 
+@pytest.mark.parametrize("policy", ["fifo", "edf", "orloj"])
+def test_requests_that_wait_out_their_deadline_at_the_worker_end_unrun(policy: str) -> None:
+    # a 60 ms stall of the worker (one batch's residual) while four batches wait behind it with
+    # 20 ms deadlines: those requests end expired when their batch comes to run, as the live
+    # worker ends them, and the time they would have taken goes to the requests behind them
+    jobs = np.arange(1000) * 0.002
+    cal = _cal([1.0], c0=1.0, c1=0.1).model_copy(update={"service_residual_ms": [0.0] * 40 + [60.0] + [0.0] * 59})
+    res = simulate_pipeline(default_factory(policy)("m", None), jobs, 4, 0.02, cal, max_batch=8, slots=4)
+    assert res.met + res.late + res.expired == res.requests
+    assert res.late <= 8  # at most the batch that started before its deadline and ended after
+    assert res.finish_rate > 0.95
+
+
 def test_the_calibrations_slots_are_the_simulated_workers(tmp_path: Path) -> None:
     # FIFO's batches of 8 at 4,000 requests/s with a planner that hears of finishes 4 ms late: two
     # slots leave the worker idle while the planner catches up, four keep it busy
