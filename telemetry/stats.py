@@ -199,7 +199,7 @@ def _workers(batches: list[BatchFinished], beats: list[WorkerHeartbeat], span_s:
         groups[b.worker].append(b)
     out = []
     for worker, bs in sorted(groups.items()):
-        # what the pool ran: requests a worker ended unrun past their deadlines are not its work
+        # what the worker ran (as in ``_pools``)
         n = sum(b.size - b.expired if run is None else sum(it.run == run and it.status != "expired" for it in b.items)
                 for b in bs)
         beat = last.get(worker)

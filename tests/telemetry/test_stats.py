@@ -68,6 +68,18 @@ def test_per_pool() -> None:
     assert p.mean_batch == 2.0 and p.exec_p50_ms == 10.0
 
 
+def test_requests_a_worker_ended_unrun_are_not_its_work() -> None:
+    """A batch whose requests partly waited out their deadlines at the worker: the pool and the
+    worker ran the others."""
+    late = BatchFinished(ts=1098, batch_id="b3", pool="cpu", worker="w1", model="m", size=3, exec_ms=5, expired=2,
+                         items=[item("j5", "0", 120, status="expired"), item("j5", "1", 120, status="expired"),
+                                item("j5", "2", 30)])
+    s = aggregate([*scenario(), late], span_s=1.0)
+    assert (s.pools[0].batches, s.pools[0].requests) == (4, 7)
+    assert [w.requests for w in s.workers] == [4, 3]
+    assert aggregate([*scenario(), late], run="r1", span_s=1.0).pools[0].requests == 6
+
+
 def test_run_filter_keeps_only_that_runs_requests() -> None:
     s = aggregate(scenario(), run="r2")
     assert s.total.submitted == 1 and s.total.completed == 1 and s.total.p50_ms == 60
