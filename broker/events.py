@@ -254,9 +254,9 @@ class PlannerState(_Ev):
 
     ``pending`` counts requests waiting per model; ``decisions`` and the percentiles cover the
     scheduler calls (``next_batch``) since the previous report, in wall-clock ms. ``heard``: how
-    long after each batch finished (its ``batch.finished`` time) the planner read of it, and so
-    freed its slot and fed the policy, per span of ``HEARD_SPAN_MS`` the finishes fell in (the
-    pipeline simulator replays this delay at the same moment of a run)."""
+    long after each batch finished (its ``batch.finished`` time) the planner came to dispatch in
+    the step that read of it, and so could fill its slot again, per span of ``HEARD_SPAN_MS`` the
+    finishes fell in (the pipeline simulator replays this delay at the same moment of a run)."""
 
     event: Literal["planner.state"] = "planner.state"
     planner: str

@@ -41,8 +41,9 @@ class StateReport:
             self._ms.append((time.perf_counter() - started) * 1000.0)
 
     def heard(self, finished_ms: float, now_ms: float) -> None:
-        """A batch that finished at ``finished_ms`` read at ``now_ms``: live, a freed slot waits
-        that long for the planner, which the pipeline simulator has to know to predict a policy."""
+        """A batch that finished at ``finished_ms``, read by a step that came to dispatch at
+        ``now_ms``: live, a freed slot waits that long for the planner, which the pipeline
+        simulator has to know to predict a policy."""
         lags = self._heard.setdefault(int(finished_ms // HEARD_SPAN_MS), [])
         if len(lags) < MAX_SAMPLES:
             lags.append(max(now_ms - finished_ms, 0.0))

@@ -89,7 +89,8 @@ class Planner:
         # ORLOJ's long-term feedback: re-runs sampled requests alone while `adaserve profiler` runs.
         self.feedback = OnlineFeedback(self.r, settings, mode=self.config.online_feedback)
         self.report = StateReport(self.consumer, settings.heartbeat_s)
-        self.follow.on_heard = lambda finished_ms: self.report.heard(finished_ms, self.now_ms())
+        self._heard: list[float] = []  # finishes read this step, stamped when it can act on them
+        self.follow.on_heard = self._heard.append
         # StarONNX's placement per batch (planner/heft), when configured
         self.heft = (LivePlacement.build(self.config.heft_profile, tuple(self.config.pool_kind), frozenset(self._splits))
                      if self.config.placement == "heft" else None)
@@ -195,6 +196,7 @@ class Planner:
             idle = self.settings.block_ms if not self._pending() else (2 if self._stalled else None)
             self._read_ingress(block_ms=idle, read=True)
         self._stalled = sent = False
+        self._stamp_heard()
         if self._pending():
             if not counted:
                 self.follow.refresh_inflight()
@@ -214,6 +216,17 @@ class Planner:
         self.follow.inflight.stamp(self.now_ms())
         if sent:  # how soon the loop can send again: what the pipeline simulator gates dispatch by
             self.report.stepped((time.perf_counter() - started - self._blocked_s) * 1000.0)
+
+    def _stamp_heard(self) -> None:
+        """The finishes read this step, reported as heard now, when the step comes to dispatch:
+        one read while the loop waited for a slot is followed by the admission of what arrived
+        meanwhile (milliseconds when the planner is behind), and its slot waits for that too,
+        which the pipeline simulator replays as the hearing delay."""
+        if self._heard:
+            now = self.now_ms()
+            for finished_ms in self._heard:
+                self.report.heard(finished_ms, now)
+            self._heard.clear()
 
     def _follow_blocking(self, block_ms: int) -> None:
         t = time.perf_counter()

@@ -27,8 +27,10 @@ From every ``batch.finished`` whose ``batch.dispatched`` is known: its requests'
 * ``ingress``: per job, ``job.accepted`` (or ``job.rejected``: a job refused ``overloaded``
   waited as long to be read) minus its submission (``submitted_ms`` of the event; from the
   finished requests' timings for events that lack it, which misses the jobs that expired),
-* ``heard``: how long after a batch finished the planner read of it (its ``planner.state``
-  reports: quantiles per 100 ms of finishes), so that a freed slot and the policy's feedback wait
+* ``heard``: how long after a batch finished the planner came to dispatch in the step that read
+  of it (its ``planner.state`` reports: quantiles per 100 ms of finishes; before them, when it
+  read of it, which left out the admission a step waiting for a slot does after its read), so
+  that a freed slot and the policy's feedback wait
   as long in the simulator: a busy planner loop hears of finishes 2-7 ms late at the median, which
   bounds a policy of small batches (FIFO) and Clockwork's timing more than the execution does,
 * the admission control's memory (``planner/overload.py``): what the planner had seen finish in

@@ -356,3 +356,36 @@ def test_a_job_in_columns_is_served_per_request_as_a_job_sent_request_by_request
     time.sleep(0.3)
     assert len(results) == len({(x.job_id, x.request_id, x.status) for x in results})  # each exactly once
     assert r.xpending(k.jobs, "planners")["pending"] == 0
+
+
+def test_a_finish_is_heard_when_the_step_that_read_it_comes_to_dispatch(
+    r: redis.Redis[bytes], settings: Settings,
+) -> None:
+    """With every slot taken, a step waits for a finish and then admits what arrived meanwhile
+    before it can refill the slot: the finish counts as heard after that admission, which is how
+    long the slot really waited (the pipeline simulator replays it)."""
+    peer = PeerWorker(settings, r)
+    peer.beat()  # two slots, and the batches are never read: the pool stays full
+    planner = Planner(settings, PlannerConfig(max_batch=1))
+    planner.start()
+    k = Keys(settings.namespace)
+    streams.publish(r, k.jobs, encode(_job("held", n=3, deadline_ms=30_000)))
+    end = time.time() + 5.0
+    while time.time() < end and r.xlen(k.batches("cpu")) < 2:
+        planner.step()
+    first = streams.read(r, {k.batches("cpu"): "0"})[0]
+    batch = decode(first.raw, expect=Batch)
+    done = time.time() * 1000.0
+    r.xadd(k.telemetry, {b"m": encode(BatchFinished(ts=done, batch_id=batch.id, pool="cpu", worker="peer", model="m",
+                                                    size=1, exec_ms=0.5, items=[]))})
+    streams.publish(r, k.jobs, encode(_job("later", n=1, deadline_ms=30_000)))
+    admit = planner.intake.admit
+
+    def slow_admit(*a, **kw):  # type: ignore[no-untyped-def]
+        time.sleep(0.08)  # what admitting a backlog costs a planner that is behind
+        return admit(*a, **kw)
+
+    planner.intake.admit = slow_admit  # type: ignore[method-assign]
+    planner.step()
+    lags = [lag for span in planner.report._heard.values() for lag in span]
+    assert len(lags) == 1 and lags[0] >= 80.0
