@@ -37,8 +37,8 @@ PAST_DEADLINE = "deadline: it had passed when the worker came to run the batch"
 
 def past_deadline(items: Sequence[AnyItem], now_ms: float) -> list[int]:
     """The requests whose deadline has passed by ``now_ms``: running them could only answer late,
-    and under overload the worker's queue of batches made a fifth to a third of what it ran such
-    requests, time the requests behind them then lacked (docs/orloj.md, "Ninth session")."""
+    and under overload a quarter to two fifths of what the worker ran finished late, over half of
+    it started past its deadline: time the requests behind them then lacked (docs/orloj.md, "Ninth session")."""
     return [i for i, it in enumerate(items) if it.deadline_ms <= now_ms]
 
 
