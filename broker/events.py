@@ -191,6 +191,15 @@ class BatchFinished(_Ev):
             return out
         return v
 
+    @property
+    def ran(self) -> int:
+        """The requests the batch ran: its size less those ended unrun (``expired``)."""
+        return self.size - self.expired
+
+    def ran_items(self) -> list[RequestTiming]:
+        """The ``items`` of the requests the batch ran."""
+        return [i for i in self.items if i.status != "expired"] if self.expired else self.items
+
 
 class BatchDeadLettered(_Ev):
     event: Literal["batch.deadlettered"] = "batch.deadlettered"

@@ -247,9 +247,9 @@ class Finished:
     def of(cls, ev: BatchFinished) -> Finished:
         """``size``, ``apps`` and the times are of the requests the batch ran: those the worker
         ended unrun (``expired``) neither took its time nor drained the queue."""
-        ran = [i for i in ev.items if i.status != "expired"] if ev.expired else ev.items
+        ran = ev.ran_items()
         lm = tuple(s for s in (item_stats(i.lm) for i in ran) if s is not None)
-        return cls(ev.batch_id, ev.ts, ev.pool, ev.model, ev.variant, ev.size - ev.expired, ev.exec_ms, ev.part,
+        return cls(ev.batch_id, ev.ts, ev.pool, ev.model, ev.variant, ev.ran, ev.exec_ms, ev.part,
                    ev.next_pool, tuple(i.app for i in ran), tuple(i.exec_ms for i in ran), lm, ev.load_s)
 
 

@@ -112,7 +112,7 @@ class EventMetrics:
     def _finished(self, ev: BatchFinished) -> None:
         pool, model = self.label("pool", ev.pool), self.label("model", ev.model)
         self.finished.labels(pool, model).inc()
-        self.batch_size.labels(pool, model).observe(ev.size - ev.expired)  # what it ran
+        self.batch_size.labels(pool, model).observe(ev.ran)
         self.batch_exec.labels(pool, model).observe(ev.exec_ms / 1000.0)
         for it in ev.items:
             if it.status != "completed":

@@ -178,8 +178,7 @@ def _pools(batches: list[BatchFinished], span_s: float, run: str | None) -> list
     for (pool, model, variant), bs in sorted(groups.items()):
         lat = [it.total_ms for b in bs for it in b.items if it.status == "completed" and (run is None or it.run == run)]
         # what the pool ran: requests a worker ended unrun past their deadlines are not its work
-        n = sum(b.size - b.expired if run is None else sum(it.run == run and it.status != "expired" for it in b.items)
-                for b in bs)
+        n = sum(b.ran if run is None else sum(it.run == run for it in b.ran_items()) for b in bs)
         out.append(PoolStats(
             pool=pool, model=model, variant=variant, batches=len(bs), requests=n, mean_batch=n / len(bs),
             exec_p50_ms=pct([b.exec_ms for b in bs], 50), exec_p99_ms=pct([b.exec_ms for b in bs], 99),
@@ -199,9 +198,8 @@ def _workers(batches: list[BatchFinished], beats: list[WorkerHeartbeat], span_s:
         groups[b.worker].append(b)
     out = []
     for worker, bs in sorted(groups.items()):
-        # what the worker ran (as in ``_pools``)
-        n = sum(b.size - b.expired if run is None else sum(it.run == run and it.status != "expired" for it in b.items)
-                for b in bs)
+        # what the worker ran
+        n = sum(b.ran if run is None else sum(it.run == run for it in b.ran_items()) for b in bs)
         beat = last.get(worker)
         gpu = (beat.gpu if beat is not None else None) or {}
         out.append(WorkerStats(

@@ -137,6 +137,13 @@ class BatchOutcome:
         return self.items.columns if isinstance(self.items, ColumnItems) else None
 
     @property
+    def expired(self) -> int:
+        """How many requests ended unrun, their deadline passed (none when it ran whole)."""
+        if isinstance(self.items, ColumnItems):
+            return 0
+        return sum(1 for it in self.items if it.status == "expired")
+
+    @property
     def failed(self) -> list[int]:
         if isinstance(self.items, ColumnItems):
             return []

@@ -56,7 +56,7 @@ def _finished_event(batch: AnyBatch, outcome: BatchOutcome, pool: str, worker: s
              "part": batch.plan.placement.part}
     if outcome.load_s is not None:
         event["load_s"] = outcome.load_s
-    expired = sum(1 for it in outcome.items if it.status == "expired") if outcome.columns is None else 0
+    expired = outcome.expired
     if expired:
         event["expired"] = expired
     return event

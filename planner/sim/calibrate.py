@@ -193,11 +193,11 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
         d = sent.get(f.batch_id)
         if f.model != model or d is None:
             continue
-        ran = [it for it in f.items if it.status != "expired"] if f.expired else f.items
+        ran = f.ran_items()
         if not ran:  # every request ended unrun: no service to learn from (the simulator drops them itself)
             continue
         started = float(np.median([f.ts - it.total_ms + it.queue_ms for it in ran]))
-        size.append(f.size - f.expired)
+        size.append(f.ran)
         sent_at.append(d.ts)
         wait.append(max(started - d.ts, 0.0))
         transfer.append(max(started - max(d.ts, prev_end), 0.0))
@@ -262,7 +262,7 @@ def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int
         if isinstance(ev, BatchFinished) and ev.model == model and ev.next_pool is None \
                 and start_s - horizon_s <= ev.ts / 1000.0 < start_s:
             key = int(ev.ts / 1000.0) if span_ms == 1000 else int(ev.ts // span_ms) * span_ms
-            per[key] = per.get(key, 0) + ev.size - ev.expired
+            per[key] = per.get(key, 0) + ev.ran
     return sorted(per.items())
 
 
