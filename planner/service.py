@@ -380,11 +380,13 @@ class Planner:
             for pool in sorted(self.pools.views.values(), key=lambda v: -v.free):
                 if pool.free <= 0:
                     continue
-                ready = [(s.earliest_deadline(), m) for m, s in self.scheds.items()
-                         if len(s) and (m in pool.models or s.runs_on(pool.models))]
+                ready = [m for m, s in self.scheds.items() if len(s) and (m in pool.models or s.runs_on(pool.models))]
                 if not ready:
                     continue
-                picked = self._pick(sorted(ready, key=lambda x: (x[0] is None, x)), pool, now_ms)
+                if len(ready) > 1:  # the most urgent model first; one alone needs no deadline scan
+                    urgent = [(self.scheds[m].earliest_deadline(), m) for m in ready]
+                    ready = [m for _, m in sorted(urgent, key=lambda x: (x[0] is None, x))]
+                picked = self._pick(ready, pool, now_ms)
                 if picked is None:  # HEFT wants these models' next batches on other pools
                     continue
                 model, size = picked
@@ -400,10 +402,10 @@ class Planner:
                     progress = sent = True
         return sent
 
-    def _pick(self, ready: list[tuple[float | None, str]], pool: PoolView, now_ms: float) -> tuple[str, int] | None:
+    def _pick(self, ready: list[str], pool: PoolView, now_ms: float) -> tuple[str, int] | None:
         """The most urgent model whose next batch may go to ``pool``, and the batch's largest size:
         with HEFT, a model whose best plan starts on another pool waits for that pool's slot."""
-        for _, model in ready:
+        for model in ready:
             if self.heft is None or not self.heft.handles(model):
                 return model, self.config.max_batch
             now_s = now_ms / 1000.0
