@@ -10,7 +10,8 @@ around them, with the costs a ``Calibration`` measured:
   jobs at the same point of that run, so the planner's bursts of lag recur;
   there the planner's own admission control (``planner/overload.py``, the very object the live
   planner builds, told of every finished batch and remembering what finished before the run)
-  refuses it ``overloaded`` or hands it to the policy;
+  refuses it ``overloaded``, ends it expired when it was read after its deadline (the live
+  planner's ``_hold``: it never enters the policy), or hands it to the policy;
 * the planner works in steps (``planner.service.Planner.step``): it asks the policy for a batch
   while the worker has a free slot (every free slot in one step, as the live loop does), at
   ``now`` plus the expected wait before the batch starts,
@@ -145,6 +146,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     floor = RecentFloor()  # the same gap for batches sent to an idle worker (ms), as the planner keeps
     batches = in_batches = 0
     busy = 0.0
+    read_at, late_in_read = -np.inf, 0  # the jobs of the current read that were past their deadlines
 
     def end(items: list[Pending], code: int) -> None:
         for p in items:
@@ -178,9 +180,20 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             j = int(order[nxt_job])
             t0 = float(jobs_s[j])
             nxt_job += 1
-            if overload is not None and overload.check(model, len(scheduler), requests_per_job, (t0 + epoch) * 1e3,
-                                                       deadline_s * 1e3, (float(seen[j]) + epoch) * 1e3) is not None:
+            if seen[j] != read_at:
+                read_at, late_in_read = float(seen[j]), 0
+            if overload is not None and overload.check(model, len(scheduler) + late_in_read, requests_per_job,
+                                                       (t0 + epoch) * 1e3, deadline_s * 1e3,
+                                                       (float(seen[j]) + epoch) * 1e3) is not None:
                 ended[j * requests_per_job:(j + 1) * requests_per_job] = 4
+                continue
+            if seen[j] >= t0 + deadline_s:
+                # read after its deadline: the live planner ends it with the step's expiries and it
+                # never enters the policy (``Planner._hold``), though the read's later verdicts
+                # count it; in a policy that never expires (Clipper) it would swell the queue
+                # that admission control reads
+                ended[j * requests_per_job:(j + 1) * requests_per_job] = 3
+                late_in_read += requests_per_job
                 continue
             for r in range(requests_per_job):
                 scheduler.add(Pending(str(j), str(r), app, model, t0, t0 + deadline_s,

@@ -92,3 +92,17 @@ def test_the_calibrations_slots_are_the_simulated_workers(tmp_path: Path) -> Non
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError):
         simulate_pipeline(default_factory("edf")("m", None), np.zeros(1), 4, 0.0, _cal([1.0]))
+
+
+def test_a_job_read_after_its_deadline_ends_expired_without_entering_the_policy() -> None:
+    """As the live planner does (``Planner._hold``): a policy that never expires (Clipper) kept
+    them queued, and admission control then refused what came after on their account."""
+    jobs = np.arange(200) * 0.01
+    sched = default_factory("clipper")("m", None)
+    added: list[str] = []
+    add = sched.add
+    sched.add = lambda item, now: (added.append(item.job_id), add(item, now))[1]  # type: ignore[method-assign]
+    res = simulate_pipeline(sched, jobs, 4, 0.03, _cal([1.0] * 3 + [40.0]))
+    assert res.met + res.late + res.expired == res.requests == 800
+    late = 800 - len(added)  # a quarter of the jobs, drawn, were read 40 ms after they were sent
+    assert 100 <= late <= 300 and late % 4 == 0 and res.expired >= late
