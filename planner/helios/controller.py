@@ -96,8 +96,9 @@ class HeliosParams:
     coverage_z: float = 1.645
     # At a breach trip the other candidates' exits are forgotten: they were read on the traffic
     # the trip says has gone, and with ``coverage_z`` > 0 a candidate with none is offered at
-    # every depth its probed perplexity admits. Kept, they offered ee-lm-code (96 wide) on
-    # Python only whole, from its evaluation on Shakespeare (docs/helios.md, "Ninth session").
+    # every depth its probed perplexity admits. Kept and read by the point rule, they offered
+    # ee-lm-code (96 wide) on Python only whole, from its evaluation on Shakespeare
+    # (docs/helios.md, "Eighth session"; "Ninth session" measures each rule alone).
     trip_forgets_exits: bool = True
 
     def __post_init__(self) -> None:

@@ -182,10 +182,10 @@ def _best(options: list[tuple[Estimate, str]], objective: str, ppl_slack: float,
     """The option with the least cost over ``horizon`` tokens among the accurate enough ones.
 
     Accurate enough: ``_accurate``; among those, the ones whose tokens are confident at their
-    depth for at least ``coverage`` of this traffic (as far as the PHT knows; all of them when
-    none is; ``covers`` with ``z``). Accuracy comes first: a model can be confident and still worse on this task. Cost
-    is in the objective's unit times tokens, plus the load time where the option needs a load
-    (for accuracy: perplexity first, then the cost)."""
+    depth for at least ``coverage`` of this traffic (as far as the PHT knows, ``covers`` with
+    ``z``; all of them when none is). Accuracy comes first: a model can be confident and still
+    worse on this task. Cost is in the objective's unit times tokens, plus the load time where the
+    option needs a load (for accuracy: perplexity first, then the cost)."""
     accurate = _accurate(options, objective, ppl_slack, ref_ppl)
     confident = [o for o in accurate if o[0].coverage is None
                  or covers(o[0].coverage, o[0].exit_tokens, coverage, z)] or accurate
