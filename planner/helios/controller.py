@@ -88,6 +88,18 @@ class HeliosParams:
     # the queue is still filling when the first round starts: a first batch of 1 was followed by
     # one of 4, where a full batch costs little more.
     full_width: bool = True
+    # How a depth's coverage is read from a sample of exits (``decide.covers``): a depth counts as
+    # covering unless its share falls more than this many binomial standard errors under
+    # ``coverage``; 0: the point rule (the share must reach ``coverage``; nothing seen, nothing
+    # covered). The point rule on an 8-prompt evaluation offered a candidate whose partial depth
+    # covers 71.5% of the task's tokens only whole (docs/helios.md, "Ninth session").
+    coverage_z: float = 1.645
+    # At a breach trip the other candidates' exits are forgotten: they were read on the traffic
+    # the trip says has gone, and with ``coverage_z`` > 0 a candidate with none is offered at
+    # every depth its probed perplexity admits. Kept and read by the point rule, they offered
+    # ee-lm-code (96 wide) on Python only whole, from its evaluation on Shakespeare
+    # (docs/helios.md, "Eighth session"; "Ninth session" measures each rule alone).
+    trip_forgets_exits: bool = True
 
     def __post_init__(self) -> None:
         if min(self.k, self.eval_prompts, self.reassess, self.horizon_tokens, self.score_prompts) < 1:
@@ -96,8 +108,9 @@ class HeliosParams:
             raise ConfigError(f"HELIOS score_prompts must be at most 1024 (a plan's rows), got {self.score_prompts}")
         if not 0.0 < self.tau < 1.0:
             raise ConfigError(f"HELIOS tau must lie in (0, 1), got {self.tau}")
-        if not 0.0 < self.coverage <= 1.0 or self.ppl_slack < 0:
-            raise ConfigError(f"coverage must be in (0, 1] and ppl_slack >= 0, got {self.coverage}, {self.ppl_slack}")
+        if not 0.0 < self.coverage <= 1.0 or self.ppl_slack < 0 or self.coverage_z < 0:
+            raise ConfigError(f"coverage must be in (0, 1], ppl_slack and coverage_z >= 0, got {self.coverage}, "
+                              f"{self.ppl_slack}, {self.coverage_z}")
 
 
 class Helios:
@@ -160,8 +173,9 @@ class Helios:
 
     # -- what the next batch runs --------------------------------------------------------------
     def _eval_depth(self, i: int) -> int:
-        """Where candidate ``i`` is evaluated: at the depth it is expected to serve at (its greedy
-        depth as the PHT last saw it; before any row, the deepest its profile's tasks need), no
+        """Where candidate ``i`` is evaluated: paired, at the shallowest depth its repository
+        figures admit; unpaired, at the depth it is expected to serve at (its greedy depth as the
+        PHT last saw it; before any row, the deepest its profile's tasks need); either way no
         deeper than its evaluation prompts fit one batch in memory. Every exit head up to there is
         read, so the PHT learns the exits up to the depth a decision would pick; a shortfall there
         makes the greedy depth the whole model (``greedy_depth``), a conservative answer, and depths
@@ -173,10 +187,16 @@ class Helios:
         c = self.shortlist[i]
         if not self.p.partial:
             return c.max_depth
-        expected = greedy_depth(self.pht, c, self.p.coverage) if self.pht.of(c.name) else profile_depth(
-            c, self.p.coverage)
         if self.p.paired:
-            expected = min(expected, shallowest_depth(c, self.reference, self.p.ppl_slack))
+            # the shallowest depth the repository admits: the first a decision could choose (its
+            # greedy depth may be deeper; deeper depths are estimated from here), and never a
+            # shallower one, which the accuracy bound rules out: its evaluation answers would be
+            # worse than any it may serve. (With ``coverage_z`` ee-lm-s's greedy depth on
+            # Shakespeare is often 1, under its admitted 2; docs/helios.md, "Ninth session".)
+            expected = shallowest_depth(c, self.reference, self.p.ppl_slack)
+        else:
+            expected = greedy_depth(self.pht, c, self.p.coverage, self.p.coverage_z) if self.pht.of(
+                c.name) else profile_depth(c, self.p.coverage)
         return min(expected, eval_depth(c, self.memory_mb, self.context_tokens, self.p.eval_prompts))
 
     def target(self) -> tuple[str, int, int | None]:
@@ -392,7 +412,7 @@ class Helios:
         """Evaluation done: the PHT picks the candidate and its depth."""
         c = choose(self.pht, self.shortlist, self.objective, coverage=self.p.coverage, ppl_slack=self.p.ppl_slack,
                    horizon=self.p.horizon_tokens, partial=self.p.partial, loaded=self.loaded, ref=self.reference,
-                   batch=self._batch_of)
+                   batch=self._batch_of, z=self.p.coverage_z)
         before = (self.model, self.depth)
         first = self.counts["evaluations"] == 0
         self._apply(c)
@@ -418,23 +438,27 @@ class Helios:
             # from here, so the decision compares them on the same prompts
             self._tripped_at = self.cbc.count
             self.cbc.reset()
-            self.pht.restart({c.name for c in self.shortlist}, exits=False)
+            # the serving model keeps its exits (the breaches that tripped are what a load-more
+            # is weighed on); the others' were read before the traffic moved (``trip_forgets_exits``)
+            self.pht.restart({self.model}, exits=False)
+            self.pht.restart({c.name for c in self.shortlist if c.name != self.model},
+                             exits=self.p.trip_forgets_exits)
             self._probe = {c.name: self._probe_depth(c) for c in others}
             self._probe_out, self._probe_seen, self._probe_served = {}, {}, 0
             return
         self._decide_breach()
 
     def _probe_depth(self, c: Candidate) -> int:
-        """Where a probed candidate scores: the depth a switch would start it at, no deeper than
-        the shallowest its repository figures admit (``shallowest_depth``)."""
-        g = greedy_depth(self.pht, c, self.p.coverage) if self.pht.of(c.name) else c.max_depth
-        return min(g, shallowest_depth(c, self.reference, self.p.ppl_slack))
+        """Where a probed candidate scores: the shallowest depth its repository figures admit
+        (``shallowest_depth``), the first a switch could start it at; deeper ones are estimated
+        from there, and a shallower one the accuracy bound rules out."""
+        return shallowest_depth(c, self.reference, self.p.ppl_slack)
 
     def _decide_breach(self) -> None:
         c = load_more_or_switch(self.pht, self.shortlist, self.model, self.depth, self.objective,
                                 coverage=self.p.coverage, ppl_slack=self.p.ppl_slack, horizon=self.p.horizon_tokens,
                                 switching=self.p.switching, loaded=self.loaded, exclude=frozenset(self._left),
-                                ref=self.reference, batch=self._batch_of)
+                                ref=self.reference, batch=self._batch_of, z=self.p.coverage_z)
         before = (self.model, self.depth)
         if not self.p.paired:
             self._tripped_at = self.cbc.count

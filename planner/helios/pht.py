@@ -249,6 +249,10 @@ class PerformanceHistory:
             covered += sum(counts[1:min(depth, r.depth) + 1])
         return covered / total if total else None
 
+    def exit_tokens(self, model: str) -> int:
+        """Tokens ``exit_share`` rests on (every row's tokens with exit figures): its sample size."""
+        return sum(sum(r.exit_counts()) for r in self.of(model))
+
     def exit_distribution(self, model: str) -> dict[int, int]:
         """Tokens by first confident exit (0: none up to the loaded depth), over every row."""
         out: dict[int, int] = {}
@@ -286,6 +290,7 @@ class Estimate:
     cost_per_token: float
     load_s: float
     coverage: float | None
+    exit_tokens: int = 0  # the tokens ``coverage`` was read from
 
 
 def estimate(pht: PerformanceHistory, cand: Candidate, depth: int, batch: int = 1) -> Estimate:
@@ -326,4 +331,5 @@ def estimate(pht: PerformanceHistory, cand: Candidate, depth: int, batch: int = 
         cost = fig.cpu_s_per_token * prof_rate / rate
     else:
         cost = 1.0 / rate if rate > 0 else math.inf
-    return Estimate(cand.name, depth, rate, ttft, ppl, cost, load, pht.exit_share(cand.name, depth))
+    return Estimate(cand.name, depth, rate, ttft, ppl, cost, load, pht.exit_share(cand.name, depth),
+                    pht.exit_tokens(cand.name))

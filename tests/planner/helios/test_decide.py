@@ -3,6 +3,7 @@ from __future__ import annotations
 from adaserve.planner.helios.decide import (
     batch_for_memory,
     choose,
+    covers,
     drop_back_depth,
     eval_depth,
     greedy_depth,
@@ -11,7 +12,7 @@ from adaserve.planner.helios.decide import (
     reference,
     shortlist,
 )
-from adaserve.planner.helios.pht import PerformanceHistory
+from adaserve.planner.helios.pht import ItemStats, PerformanceHistory, ScoredObs
 from adaserve.planner.helios.repository import Candidate, DepthFigures
 
 from .conftest import deep, figures, small
@@ -48,6 +49,51 @@ def test_greedy_depth_is_the_shallowest_exit_covering_the_share() -> None:
     assert greedy_depth(pht, d, 0.75) == 6
     assert greedy_depth(pht, d, 0.95) == 8  # never covered: the whole model
     assert greedy_depth(PerformanceHistory(), d, 0.7) == 8  # nothing seen yet
+
+
+def test_covers_judges_a_share_by_the_tokens_it_was_read_from() -> None:
+    # 0.62 of one 8-prompt evaluation (128 tokens) is within sampling error of 0.65; of 5,000 it is not
+    assert covers(0.62, 128, 0.65, z=1.645)
+    assert not covers(0.62, 5000, 0.65, z=1.645)
+    assert not covers(0.45, 128, 0.65, z=1.645)  # a shortfall a small sample does show
+    assert covers(0.66, 5000, 0.65, z=1.645)
+    # z 0: the point rule
+    assert not covers(0.62, 128, 0.65) and covers(0.65, 128, 0.65)
+    # no sample: nothing shows a shortfall; the point rule says nothing is covered
+    assert covers(None, 0, 0.65, z=1.645) and not covers(None, 0, 0.65)
+
+
+def test_a_small_sample_just_under_the_bar_does_not_push_the_greedy_depth_whole() -> None:
+    d = deep()
+    # 8 prompts of 16 tokens at depth 8: 10 of each 16 confident at exit 2 (62.5%), the rest at 8
+    few = PerformanceHistory()
+    few.record(obs("deep", 8, (0, 0, 10, 0, 0, 0, 0, 0, 6), n=8))
+    assert greedy_depth(few, d, 0.65) == 8  # the point rule
+    assert greedy_depth(few, d, 0.65, z=1.645) == 2
+    # the same share over 100 prompts is a shortfall
+    many = PerformanceHistory()
+    many.record(obs("deep", 8, (0, 0, 10, 0, 0, 0, 0, 0, 6), n=100))
+    assert greedy_depth(many, d, 0.65, z=1.645) == 8
+    # 7 of 16 (44%) from 8 prompts is short even so; 12 of 16 by exit 4 covers
+    short = PerformanceHistory()
+    short.record(obs("deep", 8, (0, 0, 7, 0, 5, 0, 0, 0, 4), n=8))
+    assert greedy_depth(short, d, 0.65, z=1.645) == 4
+    # nothing seen: every exit is offered (the shallowest first), not only the whole model
+    assert greedy_depth(PerformanceHistory(), d, 0.65, z=1.645) == 2
+
+
+def test_choose_offers_a_candidate_at_the_depth_a_small_sample_does_not_rule_out(cands: list[Candidate]) -> None:
+    pht = PerformanceHistory()
+    # both as accurate; deep's depth 2 covers 62.5% of an 8-prompt evaluation; small's exits
+    # are poor on this traffic (half breach at its last exit)
+    pht.record(obs("small", 2, (8, 4, 4), n=8, ppl=5.0, secs=0.1))
+    pht.record(obs("deep", 8, (0, 0, 10, 0, 0, 0, 0, 0, 6), n=8, ppl=5.0, secs=0.4))
+    c = choose(pht, cands, "throughput", coverage=0.65, ppl_slack=0.05, horizon=1000, z=1.645)
+    assert (c.model, c.depth) == ("deep", 2)
+    assert any(o["model"] == "deep" and o["depth"] == 2 and o["exit_tokens"] == 128 for o in c.options)
+    # the point rule offered deep only whole
+    c = choose(pht, cands, "throughput", coverage=0.65, ppl_slack=0.05, horizon=1000)
+    assert {o["depth"] for o in c.options if o["model"] == "deep"} == {8}
 
 
 def test_choose_keeps_to_the_accurate_ones_then_the_objective(cands: list[Candidate]) -> None:
@@ -96,6 +142,25 @@ def test_load_more_or_switch_weighs_the_load_time() -> None:
     c = load_more_or_switch(pht, [s, cheap_load], "deep", 8, "throughput", coverage=0.7, ppl_slack=0.05,
                             horizon=50, switching=False)
     assert c.action == "stay"
+
+
+def test_a_candidate_without_exits_on_this_traffic_is_offered_at_every_depth() -> None:
+    # deep's rows hold its speed and its perplexity on the new traffic (a probe's scores) but no
+    # exits (a trip forgot them): it is offered from its shallowest exit, and that one wins
+    d, s = deep(), small()
+    pht = PerformanceHistory()
+    pht.record(obs("small", 2, (10, 2, 4), ppl=7.0, secs=0.05))  # small breaches on this traffic
+    pht.record(obs("deep", 2, (0, 0, 16), ppl=5.0, secs=0.1))
+    pht.restart({"deep"}, exits=True)
+    pht.record_scored(ScoredObs("deep", 2, tuple(ItemStats(0, 0, (), 5.0) for _ in range(4))))
+    assert pht.exit_share("deep", 2) is None and pht.exit_tokens("deep") == 0
+    c = load_more_or_switch(pht, [s, d], "small", 1, "throughput", coverage=0.65, ppl_slack=0.05, horizon=200,
+                            z=1.645)
+    assert (c.model, c.depth, c.action) == ("deep", 2, "switch")
+    assert {o["depth"] for o in c.options if o["model"] == "deep"} == {2, 4, 6, 8}
+    # the point rule: nothing seen, so only the whole model
+    c = load_more_or_switch(pht, [s, d], "small", 1, "throughput", coverage=0.65, ppl_slack=0.05, horizon=200)
+    assert {o["depth"] for o in c.options if o["model"] == "deep"} == {8}
 
 
 def test_memory_turns_into_batch_size() -> None:

@@ -21,7 +21,8 @@ def _scores(model: str, depth: int, ppls: list[float]) -> ScoredObs:
     return ScoredObs(model, depth, tuple(ItemStats(0, 0, (), p) for p in ppls))
 
 
-def _evaluate(h: Helios, own: dict[str, float], other: dict[str, float], paired: bool) -> None:
+def _evaluate(h: Helios, own: dict[str, float], other: dict[str, float], paired: bool,
+              deep_exits: tuple[int, ...] = DEEP_EXITS) -> None:
     """One evaluation round of 3 prompts per candidate. ``own[m]``: m's perplexity on its own
     prompts; ``other[m]``: m's perplexity on the other candidate's prompts (what a scoring pass of
     m reads). ``small`` is fast on this traffic, ``deep`` slow."""
@@ -32,7 +33,7 @@ def _evaluate(h: Helios, own: dict[str, float], other: dict[str, float], paired:
         h.dispatched(model, depth, 3)
         sent.append((model, depth, plan))
     for model, depth, plan in sent:
-        exits = SMALL_EXITS if model == "small" else DEEP_EXITS
+        exits = SMALL_EXITS if model == "small" else deep_exits
         scored = tuple(_scores(m, d, [other[m]] * n) for m, d, n in plan) if paired else ()
         h.observe(BatchObs(model, depth, 3, 0.01 if model == "small" else 0.2, _items(3, exits, own[model]),
                            scored=scored))
@@ -139,6 +140,41 @@ def test_a_breach_trip_waits_for_the_others_scores_then_decides_on_them(cands: l
     assert (h.model, h.depth) == ("deep", 2)
 
 
+def test_a_trip_judges_the_other_candidates_depth_by_the_new_traffic(cands: list[Candidate]) -> None:
+    def trip(params: HeliosParams) -> Helios:
+        h = Helios("lm", cands, "throughput", params)
+        # deep was evaluated (at depth 2) on task a, where every one of its tokens breaches there
+        _evaluate(h, {"small": 5.1, "deep": 5.0}, {"small": 5.1, "deep": 5.0}, paired=True, deep_exits=(16, 0, 0))
+        assert h.model == "small" and h.depth == 2
+        kept = sum(h.pht.exit_distribution("small").values())
+        # task b: small breaches until the counter trips
+        while not h._probe:
+            _serve(h, 1, (14, 1, 1), 7.0, scores={"deep": 5.0})
+        # the serving model keeps its exits, the tripping breaches among them
+        assert sum(h.pht.exit_distribution("small").values()) > kept
+        return h
+
+    def probe(h: Helios) -> None:
+        # deep scores the next prompts at depth 2 (5.0 against small's 7.0); then the decision
+        assert h.score_with("small", 4) == (("deep", 2, 4),)
+        h._probe_out.clear()
+        _serve(h, 4, (14, 1, 1), 7.0, scores={"deep": 5.0})
+        assert not h._probe
+
+    h = trip(HeliosParams(eval_prompts=3, score_prompts=4, reassess=10_000))
+    # deep's exits on task a say nothing of task b: forgotten at the trip, so deep is offered from
+    # depth 2, where the probe found it accurate, and switched to there
+    assert h.pht.exit_share("deep", 2) is None
+    probe(h)
+    assert h.counts["switches"] == 1 and (h.model, h.depth) == ("deep", 2)
+    # the rules before (its exits kept, the point rule): deep offered only whole
+    old = trip(HeliosParams(eval_prompts=3, score_prompts=4, reassess=10_000, coverage_z=0.0,
+                            trip_forgets_exits=False))
+    assert old.pht.exit_share("deep", 2) == 0.0
+    probe(old)
+    assert (old.model, old.depth) == ("deep", 8)
+
+
 def test_a_probe_without_scores_still_decides(cands: list[Candidate]) -> None:
     h = Helios("lm", cands, "throughput", HeliosParams(eval_prompts=3, score_prompts=2, reassess=10_000))
     _evaluate(h, {"small": 5.1, "deep": 5.0}, {"small": 5.1, "deep": 5.0}, paired=True)
@@ -160,17 +196,19 @@ def test_a_steady_reassessment_keeps_the_serving_models_exits_since_its_selectio
     _serve(h, 20, SMALL_EXITS, 5.1, scores={"deep": 5.0})
     assert h.phase == "evaluate" and h.counts["breach_trips"] == 0
     served = h.pht.rows[("small", 2)]
-    rate = served.tokens_per_s()
-    assert h.target()[:2] == ("small", 1)  # its greedy depth on what it served
+    # evaluated at depth 2, the shallowest its figures admit, not at its greedy depth on what it
+    # served (1), which the accuracy bound rules out
+    assert h.target()[:2] == ("small", 2)
     _evaluate(h, {"small": 5.1, "deep": 5.0}, {"small": 5.1, "deep": 5.0}, paired=True)
-    # the 20 prompts served since the selection still count for its exits (not the evaluation's
-    # 3 from before it); their perplexity does not; the rows keep their speed
-    assert served.tokens_per_s() == rate and served.perplexity() is None
-    assert sum(served.exit_counts()) == 20 * 16
+    # the 20 prompts served since the selection still count for its exits with this round's 3
+    # (not the first evaluation's 3 from before it); their perplexity does not; the row keeps
+    # every batch for its speed
+    assert served.prompts == 3 + 20 + 3
+    assert served.perplexity() == pytest_approx(5.1)
+    assert sum(served.exit_counts()) == 23 * 16
     assert sum(h.pht.exit_distribution("small").values()) == 23 * 16
     # small's evaluation batch (the round's first) was read by deep; deep's was read by no one
-    assert not h.pht.rows[("small", 1)].scored and h.pht.rows[("small", 1)].prompts == 3
-    assert len(h.pht.rows[("deep", 2)].scored) == 3
+    assert not served.scored and len(h.pht.rows[("deep", 2)].scored) == 3
     # the other candidate's exits are read afresh
     assert sum(h.pht.exit_distribution("deep").values()) == 3 * 16
 
