@@ -48,9 +48,6 @@ def _columns(items: list[Pending]) -> dict[str, object] | None:
     bytes are joined as they came: the planner never decodes what it only forwards."""
     if not items:
         return None
-    whole = _whole_job(items)
-    if whole is not None:
-        return whole
     by_job: dict[int, tuple[HeldJob, list[Request]]] = {}
     first: Request = items[0].payload[1]
     sig = [(k, t.dtype, t.shape) for k, t in first.inputs.items()]
@@ -85,34 +82,15 @@ def _columns(items: list[Pending]) -> dict[str, object] | None:
     jobs: list[dict[str, object]] = []
     order: list[Request] = []
     for held, reqs in by_job.values():
-        jobs.append(_job_rows(held, reqs))
+        job = held.job
+        jobs.append({"job_id": job.id, "app": job.app, "reply_to": job.reply_to, "run": job.run,
+                     "submitted_ms": held.submitted_ms, "deadline_ms": held.submitted_ms + job.slo.deadline_ms,
+                     "job_accuracy": held.accuracy, "request_ids": [r.id for r in reqs]})
         order.extend(reqs)
     n = len(order)
     inputs = {k: {"dtype": dtype, "shape": [n, *shape], "data": b"".join([r.inputs[k].data for r in order])}
               for k, dtype, shape in sig}
     return {"jobs": jobs, "inputs": inputs}
-
-
-def _whole_job(items: list[Pending]) -> dict[str, object] | None:
-    """The columnar form of a batch that is one job in columns, all of it, in its order (a
-    model's usual batch when jobs are as large as its batches): the job's inputs go out as they
-    came, without the pass that checks and joins each request's rows (half of building a
-    32-request batch)."""
-    held: HeldJob = items[0].payload[0]
-    if held.columns is None:
-        return None
-    reqs = held.job.requests
-    if len(items) != len(reqs) or any(p.payload[1] is not r for p, r in zip(items, reqs)):
-        return None
-    inputs = {k: {"dtype": c["dtype"], "shape": c["shape"], "data": c["data"]} for k, c in held.columns.items()}
-    return {"jobs": [_job_rows(held, reqs)], "inputs": inputs}
-
-
-def _job_rows(held: HeldJob, reqs: list[Request]) -> dict[str, object]:
-    job = held.job
-    return {"job_id": job.id, "app": job.app, "reply_to": job.reply_to, "run": job.run,
-            "submitted_ms": held.submitted_ms, "deadline_ms": held.submitted_ms + job.slo.deadline_ms,
-            "job_accuracy": held.accuracy, "request_ids": [r.id for r in reqs]}
 
 
 def build_batches(model: str, items: list[Pending], now_ms: float, plan: Plan,

@@ -22,7 +22,6 @@ from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.finalize import Also, Finalizer
 from adaserve.broker.jobform import is_columnar
-from adaserve.broker.jobread import read_job
 from adaserve.broker.keys import PLANNER_GROUP, Keys
 from adaserve.broker.messages import Job
 from adaserve.broker.settings import Limits, Settings
@@ -31,8 +30,7 @@ from adaserve.planner.admission import reject
 from adaserve.planner.pools import Pools
 from adaserve.planner.validate import check_job
 
-# the entry, its job, the requests that already ended, and a job in columns' inputs as they came
-Admitted = tuple[Entry, Job, set[str], dict[str, Any] | None]
+Admitted = tuple[Entry, Job, set[str]]
 log = logging.getLogger(__name__)
 
 
@@ -70,7 +68,6 @@ class Intake:
         """The jobs of ``entries`` that passed, registered; ``also`` queues more commands on the
         registration's round trip (or on a round trip of their own when no job passed)."""
         valid: list[tuple[Entry, Job]] = []
-        stacked: dict[str, dict[str, Any]] = {}
         for e in entries:
             body: dict[str, Any] | None = None
             try:
@@ -79,19 +76,14 @@ class Intake:
                 body = unpack(e.raw, self.limits)
                 if self.shed is not None:
                     self.shed(body, float(e.ms))
-                # a job in columns is read without pydantic when the reader vouches for it
-                job = ((read_job(body, self.limits, wire=True) if is_columnar(body) else None)
-                       or validate(body, self.limits, expect=Job))
-                columns = body["inputs"] if is_columnar(body) else None
+                job = validate(body, self.limits, expect=Job)
                 if self.family is None or not self.family(job.model):
                     # a job in columns is checked per stacked input, not per request
                     check_job(job, known=pools.known(job.model), inputs=pools.inputs.get(job.model),
-                              limits=self.limits, stacked=columns)
+                              limits=self.limits, stacked=body["inputs"] if is_columnar(body) else None)
                 if self.check is not None:
                     self.check(job, float(e.ms))
                 valid.append((e, job))
-                if columns is not None:
-                    stacked[e.id] = columns
             except InvalidMessage as exc:
                 self._reject(pipe, e, exc, now_ms, body)
         if not valid:
@@ -113,7 +105,7 @@ class Intake:
             elif int(code) == -1:
                 self._reject(pipe, e, InvalidMessage("duplicate", f"job id {job.id!r} was already submitted"), now_ms)
             else:
-                out.append((e, job, done.get(job.id, set()), stacked.get(e.id)))
+                out.append((e, job, done.get(job.id, set())))
         return out
 
     def keep(self, consumer: str, entry_ids: Sequence[str]) -> None:

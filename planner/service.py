@@ -268,12 +268,12 @@ class Planner:
         # One clock read per read: every job of it is checked at the time its refusal is stamped
         # with, which is what the pipeline simulator replays (planner/sim/pipeline.py).
         self._read_ms = self.now_ms()
-        for e, job, done, columns in self.intake.admit(fresh, self.pools, self._pipe, self._read_ms, also=also):
-            self._hold(e, job, done, columns)
+        for e, job, done in self.intake.admit(fresh, self.pools, self._pipe, self._read_ms, also=also):
+            self._hold(e, job, done)
 
-    def _hold(self, e: streams.Entry, job: Job, done: set[str], columns: dict[str, Any] | None = None) -> None:
+    def _hold(self, e: streams.Entry, job: Job, done: set[str]) -> None:
         todo = [r for r in job.requests if r.id not in done]
-        held = HeldJob(job, e.id, float(e.ms), len(todo), columns=columns)
+        held = HeldJob(job, e.id, float(e.ms), len(todo))
         if not todo:
             self._pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
             return

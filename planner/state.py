@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from adaserve.broker.messages import Job
 
@@ -19,9 +18,6 @@ class HeldJob:
     undispatched: int
     planned: bool = False
     accuracy: float | None = None  # effective accuracy as planned, once a policy fixed it
-    # A job that came in columns: its inputs' wire maps as read (``jobform.rows`` checked them),
-    # which a batch of the whole job, in order, carries as they are instead of joining its rows.
-    columns: dict[str, Any] | None = None
 
 
 @dataclass

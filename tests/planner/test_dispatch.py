@@ -101,32 +101,3 @@ def test_requests_of_two_inputs_go_columnar_and_one_unlike_input_keeps_them_per_
     unlike = _pending([two(0, np.zeros(3, np.int64)), two(1, np.zeros(3, np.int32))])
     body = msgpack.unpackb(build_batch("m", unlike, 1003.0, Plan())[1], raw=False)
     assert "jobs" not in body and [it["request_id"] for it in body["items"]] == ["r0", "r1"]
-
-
-def test_a_batch_of_one_whole_job_in_columns_carries_its_inputs_as_they_came() -> None:
-    """The planner sends the job's stacked bytes themselves, and the batch is the one its rows
-    joined would make; a part of the job, or its requests in another order, are joined as before."""
-    from adaserve.broker.jobread import read_job
-    from adaserve.broker.settings import Limits
-    from adaserve.broker.tensors import wire_of
-    from adaserve.planner.dispatch import _columns
-
-    x = np.arange(12, dtype=np.float32).reshape(4, 3)
-    body = {"v": 1, "type": "job", "id": "j", "model": "m", "reply_to": "c", "slo": {"deadline_ms": 250.0},
-            "request_ids": ["a", "b", "c", "d"], "inputs": {"x": wire_of(x)}}
-    job = read_job(body, Limits())
-    assert job is not None
-    as_came = HeldJob(job, "1-0", 1000.0, 4, accuracy=0.5, columns=body["inputs"])
-    rows = HeldJob(job, "1-0", 1000.0, 4, accuracy=0.5)
-    whole = [Pending("j", r.id, "default", "m", 1.0, 1.25, payload=(as_came, r)) for r in job.requests]
-    joined = [Pending("j", r.id, "default", "m", 1.0, 1.25, payload=(rows, r)) for r in job.requests]
-    got, want = _columns(whole), _columns(joined)
-    assert got == want and got is not None
-    assert got["inputs"]["x"]["data"] is body["inputs"]["x"]["data"]  # type: ignore[index]
-    assert decode(build_batch("m", whole, 1003.0, Plan())[1], expect=Batch).items == \
-        decode(build_batch("m", joined, 1003.0, Plan())[1], expect=Batch).items
-    for part in (whole[:3], whole[::-1]):
-        out = _columns(part)
-        assert out is not None and out["inputs"]["x"]["data"] is not body["inputs"]["x"]["data"]  # type: ignore[index]
-        assert [it.request_id for it in decode(build_batch("m", part, 1003.0, Plan())[1], expect=Batch).items] == \
-            [p.request_id for p in part]
