@@ -26,8 +26,14 @@ from adaserve.broker.violations import over_limit
 COLUMN_KEYS = frozenset({"request_ids", "inputs"})
 TENSOR_KEYS = frozenset({"dtype", "shape", "data"})
 _ID = re.compile(r"[A-Za-z0-9_.:\-]+")
+_IDS = re.compile(r"[A-Za-z0-9_.:\- ]+")
 _ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
              "bool": 1}
+
+
+def _ids_fit(joined: str, n: int) -> bool:
+    """Every id of the ``n`` joined by spaces is made of the id characters (none holds a space)."""
+    return joined.count(" ") == n - 1 and _IDS.fullmatch(joined) is not None
 
 
 def is_columnar(body: dict[str, Any]) -> bool:
@@ -62,9 +68,13 @@ def rows(body: dict[str, Any], limits: Limits) -> tuple[list[str], dict[str, Col
     if n > limits.max_requests_per_job:
         raise over_limit("{n} requests exceed the limit of {cap} per job", n=n, cap=limits.max_requests_per_job)
     cap = limits.max_id_length
-    for rid in ids:
-        if type(rid) is not str or len(rid) > cap or not _ID.fullmatch(rid):
-            raise ValueError(f"request_ids: {rid!r} is not an id of 1 to {cap} characters from [A-Za-z0-9_.:-]")
+    # One match over the ids joined by a character no id holds, rather than one per id (a sixth of
+    # reading a 32-request job); the loop below runs only to name a bad id.
+    if not (all(type(rid) is str for rid in ids) and 0 < min(map(len, ids)) and max(map(len, ids)) <= cap
+            and _ids_fit(" ".join(ids), len(ids))):
+        for rid in ids:
+            if type(rid) is not str or len(rid) > cap or not _ID.fullmatch(rid):
+                raise ValueError(f"request_ids: {rid!r} is not an id of 1 to {cap} characters from [A-Za-z0-9_.:-]")
     if type(inputs) is not dict or not inputs:
         raise ValueError("inputs: a map of one input or more, each a tensor of shape [n, ...]")
     if len(inputs) > limits.max_modalities:
