@@ -24,7 +24,6 @@ from pydantic import TypeAdapter, ValidationError
 from adaserve.broker.codec import encode_map
 from adaserve.broker.errors import InvalidMessage, LimitExceeded
 from adaserve.broker.finite import all_finite, check_finite
-from adaserve.broker.jobread import read_job
 from adaserve.broker.messages import Job, job_in_columns
 from adaserve.broker.settings import Limits, default_limits
 from adaserve.broker.tensors import Tensor, wire_of
@@ -117,7 +116,7 @@ def _columns_job(arrays: Mapping[str, np.ndarray], request_ids: Sequence[str] | 
         raise InvalidMessage("schema", f"{len(ids)} request ids for {n} rows of each input")
     wire = {"request_ids": ids, "inputs": {k: wire_of(a) for k, a in arrays.items()}}
     body = {**head, **wire}
-    return _kept(read_job(body, limits) or job_in_columns(body, limits) or build_job(body, limits), wire, limits)
+    return _kept(job_in_columns(body, limits) or build_job(body, limits), wire, limits)
 
 
 def _kept(job: Job, wire: dict[str, Any], limits: Limits) -> Job:
