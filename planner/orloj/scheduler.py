@@ -22,6 +22,7 @@ SLO anyway.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 
 import numpy as np
@@ -254,7 +255,7 @@ class OrlojScheduler(Scheduler):
                 head = p
         heads = [staged[j] for j in bounds]
         bounds.append(len(staged))
-        counts = np.diff(np.asarray(bounds, dtype=np.int64))
+        counts = np.asarray([b - a for a, b in itertools.pairwise(bounds)], dtype=np.int64)
         runs = len(heads)
         gids = np.fromiter((self._group(p.app) for p in heads), np.int64, runs)
         dl = np.fromiter((p.deadline for p in heads), np.float64, runs)
