@@ -22,7 +22,6 @@ SLO anyway.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 
 import numpy as np
@@ -189,10 +188,10 @@ class OrlojScheduler(Scheduler):
             if runs and runs[-1][0] == key:
                 runs[-1][1].append(p)
             else:
-                if len(runs) == self.group_limit:
-                    self._place(staged, now)
-                    return
                 runs.append((key, [p]))
+        if len(runs) > self.group_limit:
+            self._place([items for _, items in runs], now)
+            return
         for (app, dl, cls), items in runs:
             self._place_job(app, dl, cls, items, now)
 
@@ -240,38 +239,31 @@ class OrlojScheduler(Scheduler):
             cols = self._member_cols[top] = (np.where(member, 0.0, -np.inf), np.where(member, -np.inf, np.inf))
         return cols
 
-    def _place(self, staged: list[Pending], now: float) -> None:
-        """Insertion of any mix of requests in one vectorised pass over its runs of equal
-        (app, deadline, class): what a request's placement needs is a figure of its run, so the
-        Python work is per run (a job's requests are staged together) and only array writes
-        are per request. Per request, building the pass's (requests x sizes) estimates from
-        lists cost ~8 us a request, ORLOJ's largest cost in a planner that had fallen behind."""
-        bounds = [0]
-        head = staged[0]
-        for j in range(1, len(staged)):
-            p = staged[j]
-            if p.deadline != head.deadline or p.app != head.app or p.priority_class != head.priority_class:
-                bounds.append(j)
-                head = p
-        heads = [staged[j] for j in bounds]
-        bounds.append(len(staged))
-        counts = np.asarray([b - a for a, b in itertools.pairwise(bounds)], dtype=np.int64)
-        runs = len(heads)
-        gids = np.fromiter((self._group(p.app) for p in heads), np.int64, runs)
-        dl = np.fromiter((p.deadline for p in heads), np.float64, runs)
+    def _place(self, runs: list[list[Pending]], now: float) -> None:
+        """Insertion of any mix of requests in one vectorised pass over ``runs``, each of requests
+        that share app, deadline and class (``_flush``'s): what a request's placement needs is a
+        figure of its run, so the Python work is per run (a job's requests are staged together)
+        and only array writes are per request. Per request, building the pass's (requests x
+        sizes) estimates from lists cost ~8 us a request, ORLOJ's largest cost in a planner that
+        had fallen behind."""
+        heads = [items[0] for items in runs]
+        n_runs = len(runs)
+        counts = np.fromiter((len(items) for items in runs), np.int64, n_runs)
+        gids = np.fromiter((self._group(p.app) for p in heads), np.int64, n_runs)
+        dl = np.fromiter((p.deadline for p in heads), np.float64, n_runs)
         est = self._est_mat[gids]  # (runs, sizes)
         tops = (est <= (dl - now)[:, None]).sum(axis=1) - 1  # the estimates grow with the size
         keep = tops >= 0
         if not keep.all():
-            kept = np.flatnonzero(keep).tolist()
             for r in np.flatnonzero(~keep).tolist():
-                self._doomed.extend(staged[bounds[r]:bounds[r + 1]])
-            if not kept:
+                self._doomed.extend(runs[r])
+            runs = [runs[r] for r in np.flatnonzero(keep).tolist()]
+            if not runs:
                 return
-            staged = [p for r in kept for p in staged[bounds[r]:bounds[r + 1]]]
-            heads = [heads[r] for r in kept]
+            heads = [items[0] for items in runs]
             gids, dl, est, tops, counts = gids[keep], dl[keep], est[keep], tops[keep], counts[keep]
-            runs = len(heads)
+            n_runs = len(runs)
+        staged = [p for items in runs for p in items]
         q = self.q
         n = len(staged)
         first = self._next
@@ -284,12 +276,12 @@ class OrlojScheduler(Scheduler):
                 q.items[slot] = item
         assert self._base is not None
         base, b = self._base, self.b
-        cost = np.fromiter((1.0 + self.class_cost * max(p.priority_class, 0) for p in heads), np.float64, runs)
+        cost = np.fromiter((1.0 + self.class_cost * max(p.priority_class, 0) for p in heads), np.float64, n_runs)
         # math.exp, as the per-job path takes it: both paths must leave the very same scores
-        decay = cost * np.fromiter((math.exp(-b * (d - base)) for d in dl.tolist()), np.float64, runs)
-        drop_at = dl - est[np.arange(runs), tops]
+        decay = cost * np.fromiter((math.exp(-b * (d - base)) for d in dl.tolist()), np.float64, n_runs)
+        drop_at = dl - est[np.arange(n_runs), tops]
         self._next_drop = min(self._next_drop, float(drop_at.min()))
-        each = np.repeat(np.arange(runs), counts)  # request -> its run
+        each = np.repeat(np.arange(n_runs), counts)  # request -> its run
         q.gid[slots], q.deadline[slots], q.cost[slots] = gids[each], dl[each], cost[each]
         q.decay[slots], q.est[slots], q.drop_at[slots] = decay[each], est[each], drop_at[each]
         top_each = tops[each]
