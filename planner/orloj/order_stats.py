@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["cdf_at_edges", "expected_max_identical", "expected_max_mixed", "max_masses"]
+__all__ = ["Mixture", "cdf_at_edges", "expected_max_identical", "expected_max_mixed", "max_masses"]
 
 
 def _check(edges: np.ndarray, mass: np.ndarray) -> None:
@@ -79,38 +79,57 @@ def _product_cdf(f: np.ndarray, m: np.ndarray, counts: np.ndarray, frac: np.ndar
     return out
 
 
-def _normalise(edges: np.ndarray, masses: Sequence[np.ndarray] | np.ndarray,
-               counts: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    e = np.asarray(edges, dtype=np.float64)
-    m = np.atleast_2d(np.asarray(masses, dtype=np.float64))
-    c = np.asarray(counts, dtype=np.int64).reshape(-1)
-    _check(e, m)
-    if c.size != m.shape[0]:
-        raise ValueError(f"{c.size} counts for {m.shape[0]} histograms")
-    if np.any(c < 0) or c.sum() < 1:
-        raise ValueError("counts must be non-negative with at least one draw")
-    m = m / m.sum(axis=1, keepdims=True)
-    return e, m, c
+class Mixture:
+    """Histograms on one grid, checked and normalised and their CDFs taken once, for draws in any
+    counts.
+
+    ORLOJ's tables ask for the same two histograms (a request's app and the pool) at every batch
+    size: checking and normalising them once per size was half of a table rebuild, which holds
+    the planner's loop (docs/orloj.md, twelfth session). Each figure is computed exactly as the
+    one-off functions below compute it."""
+
+    __slots__ = ("cdf", "edges", "mass")
+
+    def __init__(self, edges: np.ndarray, masses: Sequence[np.ndarray] | np.ndarray) -> None:
+        e = np.asarray(edges, dtype=np.float64)
+        m = np.atleast_2d(np.asarray(masses, dtype=np.float64))
+        _check(e, m)
+        self.edges = e
+        self.mass = m / m.sum(axis=1, keepdims=True)
+        self.cdf = cdf_at_edges(self.mass)
+
+    def _counts(self, counts: Sequence[int] | np.ndarray) -> np.ndarray:
+        c = np.asarray(counts, dtype=np.int64).reshape(-1)
+        if c.size != self.mass.shape[0]:
+            raise ValueError(f"{c.size} counts for {self.mass.shape[0]} histograms")
+        if np.any(c < 0) or c.sum() < 1:
+            raise ValueError("counts must be non-negative with at least one draw")
+        return c
+
+    def expected_max(self, counts: Sequence[int] | np.ndarray) -> float:
+        """``E[max]`` of independent draws, ``counts[j]`` of them from histogram ``j`` (Eq. 7-9)."""
+        c = self._counts(counts)
+        frac, wts = _gauss(int(c.sum()) // 2 + 1)  # n nodes integrate degree 2n-1 >= k exactly
+        inner = (1.0 - _product_cdf(self.cdf, self.mass, c, frac)) @ wts
+        return float(self.edges[0] + (np.diff(self.edges) * inner).sum())
+
+    def max_masses(self, counts: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Probability that the maximum falls in each bin (exact: the CDF product at the edges)."""
+        c = self._counts(counts)
+        prod = np.ones(self.edges.size)
+        for j, n in enumerate(c):
+            if n:
+                prod *= self.cdf[j] ** int(n)
+        return np.diff(prod)
 
 
 def expected_max_mixed(edges: np.ndarray, masses: Sequence[np.ndarray] | np.ndarray,
                        counts: Sequence[int] | np.ndarray) -> float:
     """``E[max]`` of independent draws, ``counts[j]`` of them from histogram ``masses[j]`` (Eq. 7-9)."""
-    e, m, c = _normalise(edges, masses, counts)
-    f = cdf_at_edges(m)
-    k = int(c.sum())
-    frac, wts = _gauss(k // 2 + 1)  # n nodes integrate degree 2n-1 >= k exactly
-    inner = (1.0 - _product_cdf(f, m, c, frac)) @ wts
-    return float(e[0] + (np.diff(e) * inner).sum())
+    return Mixture(edges, masses).expected_max(counts)
 
 
 def max_masses(edges: np.ndarray, masses: Sequence[np.ndarray] | np.ndarray,
                counts: Sequence[int] | np.ndarray) -> np.ndarray:
     """Probability that the maximum falls in each bin (exact: the CDF product at the edges)."""
-    e, m, c = _normalise(edges, masses, counts)
-    f = cdf_at_edges(m)
-    prod = np.ones(e.size)
-    for j, n in enumerate(c):
-        if n:
-            prod *= f[j] ** int(n)
-    return np.diff(prod)
+    return Mixture(edges, masses).max_masses(counts)

@@ -69,26 +69,24 @@ def score_segments(edges: np.ndarray, mass: np.ndarray, mean_latency: float, b: 
     # e^{b l2} - e^{b l1} = e^{b l1} (e^{b w} - 1): expm1 keeps the small difference exact
     safe = k * np.exp(b * e[:-1]) * np.expm1(b * width)
     tail = -k * np.exp(b * e[:-1])
-    n = m.size
-    a = np.zeros(n + 2)
-    beta = np.zeros(n + 2)
-    # segment j (tau between edge j-1 and edge j): bins < j-1 safe, bin j-1 partial, bins >= j late
-    safe_cum = np.concatenate([[0.0], np.cumsum(safe)])
-    for j in range(1, n + 2):
-        a[j] = safe_cum[j - 1] + (tail[j - 1] if j - 1 < n else 0.0)
-        beta[j] = k[j - 1] if j - 1 < n else 0.0
-    return _compress(e, a, beta)
+    # segment j (tau between edge j-1 and edge j): bins < j-1 safe, bin j-1 partial, bins >= j late.
+    # In Python floats (the same doubles): numpy scalars indexed one by one made this loop a third
+    # of a table rebuild, which holds the planner's loop.
+    safe_cum = np.concatenate([[0.0], np.cumsum(safe)]).tolist()
+    a = [0.0, *(c + t for c, t in zip(safe_cum, tail.tolist())), safe_cum[-1]]
+    beta = [0.0, *k.tolist(), 0.0]
+    return _compress(e.tolist(), a, beta)
 
 
-def _compress(edges: np.ndarray, a: np.ndarray, beta: np.ndarray) -> ScoreSegments:
+def _compress(edges: list[float], a: list[float], beta: list[float]) -> ScoreSegments:
     """Drop breaks where nothing changes (empty bins): fewer milestones, same function."""
     keep_breaks: list[float] = []
-    keep_a, keep_b = [float(a[0])], [float(beta[0])]
+    keep_a, keep_b = [a[0]], [beta[0]]
     for j, edge in enumerate(edges):
-        na, nb = float(a[j + 1]), float(beta[j + 1])
+        na, nb = a[j + 1], beta[j + 1]
         if na == keep_a[-1] and nb == keep_b[-1]:
             continue
-        keep_breaks.append(float(edge))
+        keep_breaks.append(edge)
         keep_a.append(na)
         keep_b.append(nb)
     return ScoreSegments(tuple(keep_breaks), tuple(keep_a), tuple(keep_b))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from adaserve.planner.orloj.distributions import POOLED, Snapshot
-from adaserve.planner.orloj.order_stats import expected_max_mixed, max_masses
+from adaserve.planner.orloj.order_stats import Mixture, expected_max_mixed
 from adaserve.planner.orloj.score import ScoreSegments, score_segments
 
 __all__ = ["BatchTables", "TableEntry"]
@@ -52,18 +52,24 @@ class BatchTables:
         self._entries: dict[tuple[str, int], TableEntry] = {}
         self._emax: dict[tuple[tuple[str, int], ...], float] = {}
         self._rows: dict[str, tuple[tuple[TableEntry, ...], tuple[float, ...]]] = {}
-        pool = snapshot.masses[POOLED]
-        for app in snapshot.apps:
-            own = snapshot.masses[app]
-            for k in self.sizes:
-                self._entries[(app, k)] = self._entry(own, pool, k)
 
-    def _entry(self, own: np.ndarray, pool: np.ndarray, k: int) -> TableEntry:
+    def _app_entries(self, app: str) -> None:
+        """Every size's entry of ``app`` (a key of the snapshot), made when first asked for.
+
+        A rebuild holds the planner's loop, and it used to make every app's row and the pool's:
+        with one app (the usual deployment) the pool's row was never read, and half of the
+        rebuild's ~7 ms was for it."""
+        pool = self.snapshot.masses[POOLED]
+        mix = Mixture(self.snapshot.edges, [self.snapshot.masses[app], pool])
+        for k in self.sizes:
+            self._entries[(app, k)] = self._entry(mix, k)
+
+    def _entry(self, mix: Mixture, k: int) -> TableEntry:
         edges = self.snapshot.edges
         counts = [1, k - 1]
-        emax = expected_max_mixed(edges, [own, pool], counts)
+        emax = mix.expected_max(counts)
         mean = self.c0 + self.c1 * k * emax
-        mass = max_masses(edges, [own, pool], counts)
+        mass = mix.max_masses(counts)
         lat_edges = self.c0 + self.c1 * k * edges
         nz = np.flatnonzero(mass > 1e-12)
         lo, hi = int(nz[0]), int(nz[-1]) + 1
@@ -76,18 +82,22 @@ class BatchTables:
         key = self.known(app)
         got = self._rows.get(key)
         if got is None:
+            if (key, self.sizes[0]) not in self._entries:
+                self._app_entries(key)
             entries = tuple(self._entries[(key, k)] for k in self.sizes)
             ests = tuple(np.maximum.accumulate([e.est_s for e in entries]).tolist())
             got = self._rows[key] = (entries, ests)
         return got
 
     def entry(self, app: str, k: int) -> TableEntry:
-        got = self._entries.get((app, k))
-        return got if got is not None else self._entries[(POOLED, k)]
+        key = self.known(app)
+        if (key, k) not in self._entries:
+            self._app_entries(key)
+        return self._entries[(key, k)]
 
     def known(self, app: str) -> str:
         """The key the tables use for ``app`` (its own, or the pooled histogram)."""
-        return app if (app, self.sizes[0]) in self._entries else POOLED
+        return app if app in self.snapshot.masses else POOLED
 
     def predict(self, apps: Iterable[str]) -> float:
         """``E[L_B]`` of a batch whose members' apps are known (Eq. 7-9 on the actual mix)."""

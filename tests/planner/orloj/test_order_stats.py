@@ -4,7 +4,13 @@ from math import factorial
 import numpy as np
 import pytest
 
-from adaserve.planner.orloj.order_stats import cdf_at_edges, expected_max_identical, expected_max_mixed, max_masses
+from adaserve.planner.orloj.order_stats import (
+    Mixture,
+    cdf_at_edges,
+    expected_max_identical,
+    expected_max_mixed,
+    max_masses,
+)
 
 
 def _hist(rng: np.random.Generator, peaks: list[float], n: int = 20000, bins: int = 24) -> tuple[np.ndarray, np.ndarray]:
@@ -92,3 +98,20 @@ def test_bad_counts_are_refused() -> None:
         expected_max_mixed(edges, [mass], [0])
     with pytest.raises(ValueError):
         expected_max_identical(edges, mass, 0)
+
+
+def test_a_mixture_prepared_once_answers_for_every_count() -> None:
+    rng = np.random.default_rng(3)
+    edges = np.linspace(0.001, 0.004, 17)
+    a, b = rng.random(16), rng.random(16)
+    mix = Mixture(edges, [a, b])
+    fa, fb = cdf_at_edges(a), cdf_at_edges(b)
+    for k in (1, 2, 5, 9):
+        assert np.allclose(mix.max_masses([1, k - 1]), np.diff(fa * fb ** (k - 1)), atol=1e-15)
+    same = Mixture(edges, [a, a])
+    for k in (1, 3, 8):
+        assert same.expected_max([1, k - 1]) == pytest.approx(expected_max_identical(edges, a, k), rel=1e-12)
+    with pytest.raises(ValueError):
+        mix.expected_max([1, 2, 3])
+    with pytest.raises(ValueError):
+        mix.max_masses([0, 0])

@@ -42,3 +42,16 @@ def test_score_segments_have_few_breaks() -> None:
     for app in ("short", "long", POOLED):
         for k in (1, 16):
             assert len(t.entry(app, k).segments.breaks) <= 7
+
+
+def test_a_row_is_made_when_first_asked_for_and_matches_the_one_off_figures() -> None:
+    snap = _snapshot()
+    t = BatchTables(snap, 0.05, 0.25, (1, 2, 4), 0.1)  # type: ignore[arg-type]
+    assert not t._entries  # a rebuild holds the planner's loop: nothing is made before it is read
+    entries, _ = t.row("short")
+    assert {app for app, _ in t._entries} == {"short"}  # not the pool's row, nor another app's
+    masses = [snap.masses["short"], snap.masses[POOLED]]  # type: ignore[attr-defined]
+    for k, e in zip((1, 2, 4), entries):
+        emax = expected_max_mixed(snap.edges, masses, [1, k - 1])  # type: ignore[attr-defined]
+        assert e.est_s == 0.05 + 0.25 * k * emax  # exactly: the same arithmetic, done once per app
+    assert t.entry(POOLED, 2).est_s > 0 and {app for app, _ in t._entries} == {"short", POOLED}
