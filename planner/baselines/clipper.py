@@ -36,6 +36,13 @@ class ClipperScheduler(Scheduler):
     def __len__(self) -> int:
         return len(self._q)
 
+    def learn_objective(self, slo_s: float) -> None:
+        """The objective of requests seen elsewhere: the pipeline simulator replays the batches
+        the live policy judged before a run (``planner/sim/pipeline.py``), and the live policy
+        had seen their requests; without it those batches would say nothing and the simulated
+        batch size would start from ``start`` where the live one had grown."""
+        self._q.learn_slo(slo_s)
+
     def add(self, item: Pending, now: float) -> None:
         self._q.push(item)
 

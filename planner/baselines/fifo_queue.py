@@ -25,10 +25,13 @@ class FifoQueue:
     def __len__(self) -> int:
         return len(self._live)
 
-    def push(self, item: Pending) -> None:
-        slo = item.deadline - item.arrival
+    def learn_slo(self, slo: float) -> None:
+        """Tighten the objective to ``slo`` (seconds) when it is tighter than the one held."""
         if slo > 0:
             self.slo_s = slo if self.slo_s is None else min(self.slo_s, slo)
+
+    def push(self, item: Pending) -> None:
+        self.learn_slo(item.deadline - item.arrival)
         self._seq += 1
         self._order.append(self._seq)
         heapq.heappush(self._deadlines, (item.deadline, self._seq))

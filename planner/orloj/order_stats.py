@@ -85,7 +85,7 @@ class Mixture:
 
     ORLOJ's tables ask for the same two histograms (a request's app and the pool) at every batch
     size: checking and normalising them once per size was half of a table rebuild, which holds
-    the planner's loop (docs/orloj.md, twelfth session). Each figure is computed exactly as the
+    the planner's loop (docs/orloj.md, eleventh session). Each figure is computed exactly as the
     one-off functions below compute it."""
 
     __slots__ = ("cdf", "edges", "mass")

@@ -35,7 +35,9 @@ From every ``batch.finished`` whose ``batch.dispatched`` is known: its requests'
   bounds a policy of small batches (FIFO) and Clockwork's timing more than the execution does,
 * the admission control's memory (``planner/overload.py``): what the planner had seen finish in
   the seconds before the run (``before``: its events since the planner started), and the server
-  time of the run's first submission, so the simulator refuses jobs on the same drain rate.
+  time of the run's first submission, so the simulator refuses jobs on the same drain rate,
+* what the policy learnt before the run: the batches of ``before`` in the order they finished
+  (their size run and exec ms), which the simulator tells its policy first.
 """
 
 from __future__ import annotations
@@ -119,6 +121,13 @@ class Calibration(BaseModel):
     # The worker's slots, as the planner's reports gave them (the most batches it kept in flight):
     # the simulated planner keeps to as many. None in calibrations that predate them.
     slots: int | None = Field(default=None, ge=1)
+    # The whole batches of the model the planner heard finish before the run (since it started,
+    # as ``before`` gives them), in the order they finished: ``[ms before start_ms, requests run,
+    # exec ms]``. The live policy learnt from each (Clipper grows its batch size a step per full
+    # batch: a fresh one at 1.2x of capacity stayed at 3-4 requests where the live one, grown in
+    # the earlier runs, sent 32), so the simulated policy is told of them first. Empty in
+    # calibrations that predate it; ``adaserve sim --calibrate`` keeps the horizon's only.
+    learnt_before: list[tuple[float, int, float]] = Field(default_factory=list)
 
     def save(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=1))
@@ -232,7 +241,8 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [],
                        drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=DRAIN_SPAN_MS)
                        if lags else [],
-                       heard_ms=heard, heard_run_ms=heard_at, slots=_slots(reports))
+                       heard_ms=heard, heard_run_ms=heard_at, slots=_slots(reports),
+                       learnt_before=_learnt(before, model, lags[0][0]) if lags else [])
 
 
 def _slots(reports: list[PlannerState]) -> int | None:
@@ -264,6 +274,16 @@ def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int
             key = int(ev.ts / 1000.0) if span_ms == 1000 else int(ev.ts // span_ms) * span_ms
             per[key] = per.get(key, 0) + ev.ran
     return sorted(per.items())
+
+
+def _learnt(events: Iterable[Event], model: str, start_ms: float) -> list[tuple[float, int, float]]:
+    """The batches of ``model`` finished before ``start_ms`` that the planner's policy learnt from
+    (``Follower._finished``: whole batches that ran a request), oldest first, the last
+    ``MAX_JOBS`` of them."""
+    done = sorted((ev.ts, ev.ran, ev.exec_ms) for ev in events
+                  if isinstance(ev, BatchFinished) and ev.model == model and ev.part is None and ev.ran > 0
+                  and ev.ts < start_ms)
+    return [(round(ts - start_ms, 3), k, round(x, 4)) for ts, k, x in done[-MAX_JOBS:]]
 
 
 def _measured_steps(reports: list[PlannerState], per_report: int = 64, min_steps: int = 20) -> list[float]:

@@ -34,3 +34,17 @@ def test_batches_follow_the_adapted_size_and_late_requests_still_run() -> None:
 def test_bad_options() -> None:
     with pytest.raises(ValueError):
         ClipperScheduler(backoff=1.5)
+
+
+def test_an_objective_learnt_elsewhere_lets_batches_judged_before_any_request_count() -> None:
+    """What the pipeline simulator does with the batches the live policy judged before a run."""
+    s = ClipperScheduler()
+    s.observe(Feedback("m", 1, 0.01))
+    assert s.size == 1.0  # no objective yet: a batch says nothing
+    s.learn_objective(0.03)
+    for k in (1, 2):
+        s.observe(Feedback("m", k, 0.01))
+    assert s.size == 3.0
+    s.learn_objective(0.1)  # only a tighter objective replaces the one held, as a request's would
+    s.add(_p(0, 0.05), 0.0)
+    assert s.slo_s == pytest.approx(0.03)

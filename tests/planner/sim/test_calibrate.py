@@ -57,6 +57,9 @@ def test_refused_jobs_and_the_admission_controls_memory_are_measured(synthetic_r
     assert cal.drained == [(0, 12)]
     assert cal.drained_spans == [(200, 8), (600, 4)]  # and per 100 ms span, as admission measures them
     assert len(cal.batch_run_ms) == len(cal.transfer_run_ms) == cal.batches and cal.batch_run_ms[0] == 13.0
+    # what the planner's policy learnt from (as `Follower._finished`: not a part, whichever pool is next),
+    # oldest first, in ms before the run
+    assert cal.learnt_before == [(-800.0, 8, 1.0), (-400.0, 4, 1.0), (-100.0, 5, 1.0)]
 
 
 def test_how_late_the_planner_heard_of_finishes_is_kept_per_span(synthetic_run: list[object]) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from adaserve.planner.config import default_factory
+from adaserve.planner.core import Decision
 from adaserve.planner.sim.calibrate import Calibration
 from adaserve.planner.sim.pipeline import simulate_pipeline
 
@@ -106,3 +107,30 @@ def test_a_job_read_after_its_deadline_ends_expired_without_entering_the_policy(
     assert res.met + res.late + res.expired == res.requests == 800
     late = 800 - len(added)  # a quarter of the jobs, drawn, were read 40 ms after they were sent
     assert 100 <= late <= 300 and late % 4 == 0 and res.expired >= late
+
+
+def _first_batch(learnt: list[tuple[float, int, float]]) -> int:
+    """The size of Clipper's first batch from a burst of 160 requests at once."""
+    sched = default_factory("clipper")("m", None)
+    sizes: list[int] = []
+    nb = sched.next_batch
+
+    def traced(now: float, most: int) -> Decision:
+        d = nb(now, most)
+        sizes.append(len(d.batch))
+        return d
+
+    sched.next_batch = traced
+    res = simulate_pipeline(sched, np.zeros(40), 4, 0.1, _cal([1.0]).model_copy(update={"learnt_before": learnt}),
+                            max_batch=32)
+    assert res.met + res.late + res.expired == res.requests == 160
+    return sizes[0]
+
+
+def test_the_policy_starts_from_what_the_live_one_learnt_before_the_run() -> None:
+    """The live Clipper serves a run after a warm-up and earlier runs, its batch size grown to
+    the planner's 32; a fresh one at overload stayed at a few requests (its queue went stale
+    first, and a batch cut short by expiry says nothing), and finished almost nothing."""
+    learnt = [(-500.0 + i, min(i + 1, 32), 1.0) for i in range(40)]  # full batches of 1, 2, ..., 32, 32, ...
+    assert _first_batch(learnt) == 32
+    assert _first_batch([]) == 1  # a calibration without them: the policy starts fresh
