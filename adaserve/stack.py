@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -96,6 +97,27 @@ class Stack:
                 break
         self.policy = policy
         self._spawn("planner", self._planner_args(), self._env)
+        self.wait_planner(timeout_s=max(timeout_s, 30.0))
+
+    def wait_planner(self, timeout_s: float = 30.0) -> None:
+        """Block until the planner started last has stepped once (its first report is in the
+        planners' hash under its default name, ``planner-<host>-<pid>``). A benchmark's warm-up
+        sent at once after a restart waited in the stream while the new process imported, was
+        read after its deadlines and taught the policy nothing."""
+        proc = self.child("planner")
+        name = f"planner-{socket.gethostname()}-{proc.pid}".encode()
+        r = connect(self.settings)
+        keys = Keys(self.settings.namespace)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                self.check()
+                if r.hexists(keys.planners, name):
+                    return
+                time.sleep(0.05)
+        finally:
+            r.close()
+        raise AdaserveError(f"the planner was not up after {timeout_s:.0f} s; see {self.log_dir / 'planner.log'}")
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         out = open(self.log_dir / f"{name}.log", "ab")

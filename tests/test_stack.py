@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from adaserve.broker import load_settings
+from adaserve.broker import Keys, load_settings
 from adaserve.broker.errors import AdaserveError
 from adaserve.stack import Stack
 
@@ -32,4 +32,19 @@ def test_a_dead_embedded_server_is_restarted_from_its_aof_and_a_child_can_be_res
             stack.check()
         assert stack.respawn("planner").pid != planner.pid
         stack.check()
+        r.close()
+
+
+def test_a_restarted_planner_is_serving_when_restart_returns(tmp_path: Path) -> None:
+    """A benchmark warms the new policy up at once: jobs sent while the process still imported
+    waited in the stream past their deadlines and taught it nothing."""
+    settings = load_settings(redis_url="", namespace="st" + uuid.uuid4().hex[:6], data_dir=tmp_path)
+    with Stack(settings, cpu_workers=0, gpu_worker=False) as stack:
+        old = stack.child("planner")
+        stack.restart_planner("fifo")
+        new = stack.child("planner")
+        assert new.pid != old.pid and old.poll() is not None and new.poll() is None
+        r = redis.Redis.from_url(stack.settings.redis_url)
+        names = [n.decode() for n in r.hkeys(Keys(stack.settings.namespace).planners)]
+        assert [n for n in names if n.endswith(f"-{new.pid}")], names  # it has stepped: its first report is in
         r.close()
