@@ -14,9 +14,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
+
+import redis
 
 from adaserve.broker import Settings, connect, load_settings
 from adaserve.broker.errors import AdaserveError
@@ -29,6 +32,7 @@ log = logging.getLogger("adaserve.stack")
 
 
 _S = TypeVar("_S", bound="Stack")
+_T = TypeVar("_T")
 
 class Stack:
     def __init__(self, settings: Settings, *, cpu_workers: int = 1, gpu_worker: bool | None = None,
@@ -104,20 +108,9 @@ class Stack:
         planners' hash under its default name, ``planner-<host>-<pid>``). A benchmark's warm-up
         sent at once after a restart waited in the stream while the new process imported, was
         read after its deadlines and taught the policy nothing."""
-        proc = self.child("planner")
-        name = f"planner-{socket.gethostname()}-{proc.pid}".encode()
-        r = connect(self.settings)
-        keys = Keys(self.settings.namespace)
-        deadline = time.monotonic() + timeout_s
-        try:
-            while time.monotonic() < deadline:
-                self.check()
-                if r.hexists(keys.planners, name):
-                    return
-                time.sleep(0.05)
-        finally:
-            r.close()
-        raise AdaserveError(f"the planner was not up after {timeout_s:.0f} s; see {self.log_dir / 'planner.log'}")
+        name = f"planner-{socket.gethostname()}-{self.child('planner').pid}".encode()
+        self._until(lambda r, keys: True if r.hexists(keys.planners, name) else None, timeout_s, 0.05,
+                    f"the planner was not up after {timeout_s:.0f} s; see {self.log_dir / 'planner.log'}")
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         out = open(self.log_dir / f"{name}.log", "ab")
@@ -144,19 +137,30 @@ class Stack:
     def wait_ready(self, timeout_s: float = 120.0) -> int:
         """Block until every worker has sent a heartbeat with its models loaded; returns the count."""
         want = sum(1 for n, _ in self.children if n.startswith("worker"))
+
+        def loaded(r: redis.Redis[bytes], keys: Keys) -> int | None:
+            ready = sum(1 for raw in r.hvals(keys.workers) if b"models" in raw and _has_models(raw))
+            return ready if ready >= want else None
+
+        return self._until(loaded, timeout_s, 0.1, f"workers not ready after {timeout_s:.0f} s; see logs in {self.log_dir}")
+
+    def _until(self, probe: Callable[[redis.Redis[bytes], Keys], _T | None], timeout_s: float, every_s: float,
+               failure: str) -> _T:
+        """``probe``'s first answer that is not None, asked every ``every_s`` on a connection of its
+        own while the children are checked; ``failure`` raised after ``timeout_s``."""
         r = connect(self.settings)
         keys = Keys(self.settings.namespace)
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:
                 self.check()
-                ready = sum(1 for raw in r.hvals(keys.workers) if b"models" in raw and _has_models(raw))
-                if ready >= want:
-                    return ready
-                time.sleep(0.1)
+                got = probe(r, keys)
+                if got is not None:
+                    return got
+                time.sleep(every_s)
         finally:
             r.close()
-        raise AdaserveError(f"workers not ready after {timeout_s:.0f} s; see logs in {self.log_dir}")
+        raise AdaserveError(failure)
 
     def check(self) -> None:
         """Restart the embedded server if it died (the children wait the outage out and carry on
