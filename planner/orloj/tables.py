@@ -54,11 +54,13 @@ class BatchTables:
         self._rows: dict[str, tuple[tuple[TableEntry, ...], tuple[float, ...]]] = {}
 
     def _app_entries(self, app: str) -> None:
-        """Every size's entry of ``app`` (a key of the snapshot), made when first asked for.
+        """Every size's entry of ``app`` (a key of the snapshot), made the first time it is asked for.
 
         A rebuild holds the planner's loop, and it used to make every app's row and the pool's:
         with one app (the usual deployment) the pool's row was never read, and half of the
         rebuild's ~7 ms was for it."""
+        if (app, self.sizes[0]) in self._entries:
+            return
         pool = self.snapshot.masses[POOLED]
         mix = Mixture(self.snapshot.edges, [self.snapshot.masses[app], pool])
         for k in self.sizes:
@@ -82,8 +84,7 @@ class BatchTables:
         key = self.known(app)
         got = self._rows.get(key)
         if got is None:
-            if (key, self.sizes[0]) not in self._entries:
-                self._app_entries(key)
+            self._app_entries(key)
             entries = tuple(self._entries[(key, k)] for k in self.sizes)
             ests = tuple(np.maximum.accumulate([e.est_s for e in entries]).tolist())
             got = self._rows[key] = (entries, ests)
@@ -91,8 +92,7 @@ class BatchTables:
 
     def entry(self, app: str, k: int) -> TableEntry:
         key = self.known(app)
-        if (key, k) not in self._entries:
-            self._app_entries(key)
+        self._app_entries(key)
         return self._entries[(key, k)]
 
     def known(self, app: str) -> str:

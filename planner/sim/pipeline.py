@@ -116,9 +116,12 @@ def _learn_before(scheduler: Scheduler, cal: Calibration, model: str, app: str, 
     if isinstance(scheduler, _LearnsObjective):
         scheduler.learn_objective(deadline_s)
     for at_ms, k, exec_ms in cal.learnt_before:
-        exec_s = exec_ms / 1e3
-        scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim",
-                                         finished_s=t_first + at_ms / 1e3))
+        _observe(scheduler, model, app, k, exec_ms / 1e3, t_first + at_ms / 1e3)
+
+
+def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float) -> None:
+    """What the live planner tells its policy of a finished batch of ``k`` requests of ``app``."""
+    scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=finished_s))
 
 
 def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job: int, deadline_s: float,
@@ -204,7 +207,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                 continue
             if overload is not None:
                 overload.finished(model, k, fin + epoch)
-            scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=fin))
+            _observe(scheduler, model, app, k, exec_s, fin)
         while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
             j = int(order[nxt_job])
             t0 = float(jobs_s[j])
