@@ -290,3 +290,44 @@ def test_the_queue_s_length_is_its_members_count_through_arrivals_batches_and_ex
         len(s)  # places what arrived
         assert len(s.q) == int(s.q.count.sum()) == int((s.q.top[:s.q.high] >= 0).sum())
     assert i > 500
+
+
+def _counting(s: OrlojScheduler, calls: list[int]) -> OrlojScheduler:
+    """``s``, counting its queue re-scorings (one per batch ranked by its scores)."""
+    milestones = s._milestones
+
+    def counted(i: int, now: float) -> None:
+        calls.append(i)
+        milestones(i, now)
+
+    s._milestones = counted  # type: ignore[method-assign]
+    return s
+
+
+@pytest.mark.parametrize("rate", [40.0, 400.0])
+def test_a_batch_of_the_whole_queue_is_the_batch_the_scores_pick(rate: float) -> None:
+    """Taking a queue whole without ranking it leaves out only the ranking: the same requests
+    leave, with the same prediction, and every later decision is the same."""
+    rng = np.random.default_rng(7)
+    fast_ranked: list[int] = []
+    ranked_ranked: list[int] = []
+    fast = _counting(_sched(sizes=(1, 2, 3, 4, 6, 8)), fast_ranked)
+    ranked = _counting(_sched(sizes=(1, 2, 3, 4, 6, 8)), ranked_ranked)
+    candidate = ranked._candidate
+    ranked._candidate = lambda max_size: (candidate(max_size)[0], -1)  # type: ignore[method-assign]
+    now, batches = 0.0, 0
+    for i in range(600):
+        now += float(rng.exponential(1.0 / rate))
+        for s in (fast, ranked):
+            s.add(_p(i, now, now + float(rng.choice([0.3, 0.6, 1.5])), app="ab"[i % 2], cls=i % 3), now)
+        if i % 3 == 0:
+            got, want = fast.next_batch(now, 8), ranked.next_batch(now, 8)
+            assert sorted(p.key for p in got.batch) == sorted(p.key for p in want.batch)
+            assert sorted(p.key for p in got.expired) == sorted(p.key for p in want.expired)
+            assert got.predicted_s == want.predicted_s
+            if got.batch:
+                batches += 1
+                fb = Feedback("m", len(got.batch), 0.05 + 0.02 * len(got.batch), tuple(p.app for p in got.batch))
+                fast.observe(fb)
+                ranked.observe(fb)
+    assert len(ranked_ranked) == batches and len(fast_ranked) < batches  # the shortcut was taken
