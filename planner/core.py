@@ -9,6 +9,7 @@ next batch, and which requests can no longer meet their deadline. The live plann
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -130,6 +131,12 @@ class Scheduler(ABC):
     def __len__(self) -> int: ...
 
     # -- optional capabilities ------------------------------------------------------------------
+    def add_many(self, items: Sequence[Pending], now: float) -> None:
+        """``add`` for a job's requests, in their order, in one call (the planner admits a job at
+        a time). Default: one ``add`` each."""
+        for item in items:
+            self.add(item, now)
+
     def check_job(self, job: Job) -> None:  # noqa: B027 - optional, the default admits
         """Admission of a whole job before its requests are added: raise ``InvalidMessage`` to
         reject it (MOSEL: the job's accuracy floor is out of reach). Default: admit."""

@@ -293,8 +293,7 @@ class Planner:
             # needs to catch up.
             self._expiring.append((items, self._read_ms))
         else:
-            for item in items:
-                sched.add(item, now_s)
+            sched.add_many(items, now_s)
         # Stamped with the read's time, when admission decided, as a refusal is: registering the
         # read's jobs takes a round trip, and the simulator replays when each job was read.
         self._event_at(self._read_ms, "job.accepted", {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -166,6 +167,10 @@ class OrlojScheduler(Scheduler):
         # is what placing at add time and then dropping at that ``now`` would give.
         self._now = max(self._now, now)
         self._staged.append(item)
+
+    def add_many(self, items: Sequence[Pending], now: float) -> None:
+        self._now = max(self._now, now)
+        self._staged.extend(items)
 
     def _flush(self, now: float) -> None:
         """Algorithm 1's insertion for every staged request: its sizes and slot. Its scores are

@@ -227,9 +227,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                 ended[j * requests_per_job:(j + 1) * requests_per_job] = 3
                 late_in_read += requests_per_job
                 continue
-            for r in range(requests_per_job):
-                scheduler.add(Pending(str(j), str(r), app, model, t0, t0 + deadline_s,
-                                      seq=j * requests_per_job + r), float(seen[j]))
+            scheduler.add_many([Pending(str(j), str(r), app, model, t0, t0 + deadline_s, seq=j * requests_per_job + r)
+                                for r in range(requests_per_job)], float(seen[j]))
         low = floor.value(now * 1000.0) / 1000.0
         end(scheduler.expire(now + low), 3)
         sent = False  # the planner's dispatch fills every free slot in one step (Planner._dispatch)

@@ -43,6 +43,27 @@ def test_a_policy_without_the_optional_capabilities_gets_the_defaults() -> None:
     assert s.drain_events() == [] and not s.takes_samples
 
 
+def test_add_many_by_default_adds_each_in_order() -> None:
+    s = Minimal()
+    items = [Pending("j", str(r), "app", "m", 0.0, 1.0) for r in range(3)]
+    s.add_many(items, 0.0)
+    assert s.items == items
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_job_added_in_one_call_is_scheduled_as_added_one_by_one(policy: str) -> None:
+    one, each = make_scheduler(policy, model="fsdd-cnn"), make_scheduler(policy, model="fsdd-cnn")
+    for j in range(6):
+        items = [Pending(f"j{j}", str(r), "app", "fsdd-cnn", 0.01 * j, 0.01 * j + 0.5, seq=4 * j + r) for r in range(4)]
+        one.add_many(items, 0.01 * j)
+        for item in items:
+            each.add(item, 0.01 * j)
+    assert len(one) == len(each) == 24
+    for _ in range(4):
+        a, b = one.next_batch(0.06, 8), each.next_batch(0.06, 8)
+        assert [p.key for p in a.batch] == [p.key for p in b.batch] and a.predicted_s == b.predicted_s
+
+
 def test_a_policy_must_answer_the_required_questions() -> None:
     class Incomplete(Scheduler):
         name = "incomplete"
