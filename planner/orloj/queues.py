@@ -30,7 +30,6 @@ class SizeQueues:
         self.beta = np.full((n_sizes, capacity), -np.inf)
         self.next_ms = np.full((n_sizes, capacity), np.inf)
         self.top = np.full(capacity, -1, dtype=np.int64)
-        self.owner = np.full(capacity, -1, dtype=np.int64)
         self.gid = np.zeros(capacity, dtype=np.int64)
         self.deadline = np.full(capacity, np.inf)
         self.drop_at = np.full(capacity, np.inf)
@@ -55,19 +54,19 @@ class SizeQueues:
 
         self.alpha, self.beta = more(self.alpha, 0.0, 1), more(self.beta, -np.inf, 1)
         self.next_ms = more(self.next_ms, np.inf, 1)
-        self.top, self.owner, self.gid = more(self.top, -1, 0), more(self.owner, -1, 0), more(self.gid, 0, 0)
+        self.top, self.gid = more(self.top, -1, 0), more(self.gid, 0, 0)
         self.deadline, self.drop_at = more(self.deadline, np.inf, 0), more(self.drop_at, np.inf, 0)
         self.decay, self.cost, self.est = more(self.decay, 0.0, 0), more(self.cost, 0.0, 0), more(self.est, np.inf, 0)
         self.items.extend([None] * old)
         self._free.extend(range(2 * old - 1, old - 1, -1))
 
-    def alloc(self, rid: int) -> int:
-        return self.alloc_many(rid, 1)[1][0]
+    def alloc(self) -> int:
+        return self.alloc_many(1)[1][0]
 
-    def alloc_many(self, first: int, n: int) -> tuple[slice | np.ndarray, Sequence[int]]:
-        """Slots for the ids ``first .. first + n - 1``, in that order: as an index (a slice when
-        they are one ascending run, the free list's usual answer, else an index array) and as a
-        sequence of ints."""
+    def alloc_many(self, n: int) -> tuple[slice | np.ndarray, Sequence[int]]:
+        """Slots for ``n`` requests, in their order: as an index (a slice when they are one
+        ascending run, the free list's usual answer, else an index array) and as a sequence of
+        ints."""
         while len(self._free) < n:
             self._grow()
         free = self._free
@@ -80,7 +79,6 @@ class SizeQueues:
         else:
             slots = taken[::-1]
             index = np.asarray(slots, dtype=np.int64)
-        self.owner[index] = np.arange(first, first + n)
         self.high = max(self.high, max(slots) + 1)
         return index, slots
 
@@ -121,7 +119,6 @@ class SizeQueues:
         self.beta[:, slot] = -np.inf
         self.next_ms[:, slot] = np.inf
         self.top[slot] = -1
-        self.owner[slot] = -1
         self.deadline[slot] = self.drop_at[slot] = np.inf
         item, self.items[slot] = self.items[slot], None
         self._free.append(slot)
@@ -138,7 +135,7 @@ class SizeQueues:
         self.members_total -= len(left)
         self.beta[:, slots] = -np.inf
         self.next_ms[:, slots] = np.inf
-        self.top[slots] = self.owner[slots] = -1
+        self.top[slots] = -1
         self.deadline[slots] = self.drop_at[slots] = np.inf
         idx = slots.tolist()
         items = [self.items[i] for i in idx]

@@ -85,7 +85,6 @@ class OrlojScheduler(Scheduler):
         self._doomed: list[Pending] = []
         self._staged: list[Pending] = []
         self._next_drop = math.inf  # no drop_at is earlier: _drop has nothing to do before it
-        self._next = 0
         self._base: float | None = None
         self._now = 0.0
         self.rebases = 0
@@ -215,9 +214,7 @@ class OrlojScheduler(Scheduler):
             return
         q = self.q
         n = len(items)
-        first = self._next
-        self._next += n
-        slots, slot_list = q.alloc_many(first, n)
+        slots, slot_list = q.alloc_many(n)
         for slot, item in zip(slot_list, items):
             q.items[slot] = item
         assert self._base is not None
@@ -271,9 +268,7 @@ class OrlojScheduler(Scheduler):
         staged = [p for items in runs for p in items]
         q = self.q
         n = len(staged)
-        first = self._next
-        slots, slot_list = q.alloc_many(first, n)
-        self._next += n
+        slots, slot_list = q.alloc_many(n)
         if isinstance(slots, slice):
             q.items[slots] = staged
         else:

@@ -5,7 +5,7 @@ from adaserve.planner.orloj.queues import SizeQueues
 
 def test_nested_membership_counts_and_release() -> None:
     q = SizeQueues(3, capacity=2)
-    slots = [q.alloc(rid) for rid in range(5)]  # grows past the initial capacity
+    slots = [q.alloc() for _ in range(5)]  # grows past the initial capacity
     assert len(set(slots)) == 5
     for s, top in zip(slots, [2, 2, 1, 0, 0]):
         for i in range(top + 1):
@@ -17,14 +17,14 @@ def test_nested_membership_counts_and_release() -> None:
     assert np.isneginf(q.beta[1, slots[0]]) and np.isneginf(q.beta[2, slots[0]])
     q.release(slots[1])
     assert len(q) == 4 and [q.members(i) for i in range(3)] == [4, 1, 0]
-    assert q.alloc(99) == slots[1]  # slots are reused
+    assert q.alloc() == slots[1]  # slots are reused
 
 
 def test_best_ranks_by_alpha_x_plus_beta_within_the_queue() -> None:
     q = SizeQueues(2, capacity=8)
     rows = {0: (1.0, 0.0, 1), 1: (-1.0, 5.0, 1), 2: (0.0, 2.0, 0), 3: (2.0, -1.0, 1)}
-    for rid, (a, b, top) in rows.items():
-        s = q.alloc(rid)
+    for a, b, top in rows.values():  # slots are handed out in order: slot == key
+        s = q.alloc()
         for i in range(top + 1):
             q.alpha[i, s], q.beta[i, s] = a, b
         q.enter(s, top)
@@ -38,7 +38,7 @@ def test_best_ranks_by_alpha_x_plus_beta_within_the_queue() -> None:
 
 def test_rebase_scales_alpha() -> None:
     q = SizeQueues(1, capacity=1)
-    s = q.alloc(0)
+    s = q.alloc()
     q.alpha[0, s] = 2.0
     q.rebase(3.0)
     assert q.alpha[0, s] == 6.0
@@ -46,7 +46,7 @@ def test_rebase_scales_alpha() -> None:
 
 def test_lower_and_release_many() -> None:
     q = SizeQueues(3, capacity=4)
-    slots = np.array([q.alloc(rid) for rid in range(3)])
+    slots = np.array([q.alloc() for _ in range(3)])
     for s in slots:
         q.beta[:, s] = 1.0
         q.items[s] = f"item{s}"

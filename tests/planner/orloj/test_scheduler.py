@@ -248,7 +248,7 @@ def test_placing_a_step_per_job_gives_the_state_and_batches_of_the_vectorised_pa
             job += 1
         assert len(per_job) == len(vectorised)
         qa, qb = per_job.q, vectorised.q
-        for name in ("top", "owner", "gid", "deadline", "drop_at", "decay", "cost", "est", "count"):
+        for name in ("top", "gid", "deadline", "drop_at", "decay", "cost", "est", "count"):
             np.testing.assert_array_equal(getattr(qa, name), getattr(qb, name), err_msg=name)
         np.testing.assert_array_equal(qa.beta, qb.beta)
         np.testing.assert_array_equal(qa.next_ms, qb.next_ms)
