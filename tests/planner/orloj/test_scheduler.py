@@ -290,3 +290,31 @@ def test_the_queue_s_length_is_its_members_count_through_arrivals_batches_and_ex
         len(s)  # places what arrived
         assert len(s.q) == int(s.q.count.sum()) == int((s.q.top[:s.q.high] >= 0).sum())
     assert i > 500
+
+
+def _light_load(s: OrlojScheduler, slow_full_s: float) -> float:
+    """Feed ``s`` light-load feedback: batches of 2-4 on the model's line and one full batch of 32
+    in 40, ``slow_full_s`` slower than the line. Returns what a full batch takes."""
+    rng = np.random.default_rng(3)
+    line = BatchLatencyFit(0.05, 0.25)
+    full = 0.0
+    for i in range(400):
+        k = 32 if i % 40 == 0 else int(rng.integers(2, 5))
+        took = line.predict(k, s.tables.expected_max(("a",) * k)) + (slow_full_s if k == 32 else 0.0)
+        full = took if k == 32 else full
+        s.observe(Feedback("m", k, took, ("a",) * k))
+    s.refresh()
+    return full
+
+
+def test_a_full_batch_s_estimate_is_not_below_what_full_batches_take() -> None:
+    # The shared line, fed mostly small batches, under-predicts the full batch; a request placed
+    # in the size-32 queue on that estimate goes out in a batch that arrives late.
+    s = _sched(sizes=(1, 2, 4, 8, 16, 32))
+    full = _light_load(s, 0.06)
+    est = s.tables.row("a")[1]
+    assert est[-1] == pytest.approx(full, rel=0.02)
+    assert est[1] == pytest.approx(s.fit.predict(2, s.tables.expected_max(("a",) * 2)) + s.fit.margin(2))
+    line_only = _sched(sizes=(1, 2, 4, 8, 16, 32), size_margins=False)
+    full = _light_load(line_only, 0.06)
+    assert line_only.tables.row("a")[1][-1] < full - 0.03
