@@ -47,7 +47,7 @@ class OrlojScheduler(Scheduler):
                  distributions: ExecDistributions | None = None, latency: BatchLatencyFit | None = None,
                  refresh_every: int = 200, refit_tolerance: float = 0.05, rebase_exponent: float = 200.0,
                  class_cost: float = 1.0, score_bins: int = 12, min_refresh_s: float = 0.0,
-                 size_rule: str = "largest", group_limit: int = 6) -> None:
+                 size_rule: str = "largest", group_limit: int = 6, size_margins: bool = True) -> None:
         if not sizes or any(k < 1 for k in sizes) or len(set(sizes)) != len(sizes):
             raise ValueError("sizes must be distinct positive batch sizes")
         if not b > 0 or not 1.0 <= rebase_exponent <= 600.0:
@@ -59,6 +59,8 @@ class OrlojScheduler(Scheduler):
         if size_rule not in SIZE_RULES:
             raise ValueError(f"size_rule must be one of {', '.join(SIZE_RULES)}")
         self.size_rule = size_rule
+        # Each size's estimate corrected by what the shared line misses it by (``BatchLatencyFit.margin``).
+        self.size_margins = size_margins
         # Above this many jobs in one step, the vectorised pass is the cheaper (about 6 jobs of 4).
         self.group_limit = group_limit
         self._member_cols: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -92,7 +94,8 @@ class OrlojScheduler(Scheduler):
 
     def _tables(self) -> BatchTables:
         self._generation += 1
-        return BatchTables(self.dists.snapshot, self.fit.c0, self.fit.c1, self.sizes, self.b, self.score_bins)
+        margins = self.fit.margins(self.sizes) if self.size_margins else ()
+        return BatchTables(self.dists.snapshot, self.fit.c0, self.fit.c1, self.sizes, self.b, self.score_bins, margins)
 
     def __len__(self) -> int:
         # Requests already known to be too late count until ``expire`` hands them back: the
@@ -397,16 +400,22 @@ class OrlojScheduler(Scheduler):
             batch_max = self.tables.expected_max(apps[: max(feedback.size, 1)])
         self.fit.update(feedback.size, batch_max, feedback.exec_s)
         if self._now - self._refreshed_at >= self.min_refresh_s and (
-                self.dists.pending_samples >= self.refresh_every or self._drifted()):
+                self.dists.pending_samples >= self.refresh_every or self._drifted(feedback.size)):
             self.refresh()
 
     def add_sample(self, app: str, seconds: float) -> None:
         """A request's execution time measured alone (the online profiler's long-term feedback)."""
         self.dists.add(app, seconds, self._now)
 
-    def _drifted(self) -> bool:
+    def _drifted(self, size: int) -> bool:
+        """Whether the fit moved past the tolerance since the tables were built: its line, or the
+        margin of ``size`` (the size just heard of; checking every size's would cost a median each)."""
         t, tol = self.tables, self.refit_tolerance
-        return abs(self.fit.c0 - t.c0) > tol * max(t.c0, 1e-3) or abs(self.fit.c1 - t.c1) > tol * t.c1
+        if abs(self.fit.c0 - t.c0) > tol * max(t.c0, 1e-3) or abs(self.fit.c1 - t.c1) > tol * t.c1:
+            return True
+        if not self.size_margins or size not in t.margins:
+            return False
+        return abs(self.fit.margin(size) - t.margins[size]) > tol * max(t.c0, 1e-3)
 
     def refresh(self) -> None:
         """Rebuild the snapshot and the tables from the latest samples and fit."""

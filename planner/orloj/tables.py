@@ -46,9 +46,13 @@ def _coarsen(edges: np.ndarray, mass: np.ndarray, bins: int) -> tuple[np.ndarray
 
 class BatchTables:
     def __init__(self, snapshot: Snapshot, c0: float, c1: float, sizes: Sequence[int], b: float,
-                 score_bins: int = 12) -> None:
+                 score_bins: int = 12, margins: Sequence[float] = ()) -> None:
         self.snapshot, self.c0, self.c1, self.b, self.score_bins = snapshot, c0, c1, b, score_bins
         self.sizes = tuple(sizes)
+        # per size, seconds added to the line (``BatchLatencyFit.margin``): what it misses that size by
+        if margins and len(margins) != len(self.sizes):
+            raise ValueError("margins must give one figure per size")
+        self.margins = dict(zip(self.sizes, margins))
         self._entries: dict[tuple[str, int], TableEntry] = {}
         self._emax: dict[tuple[tuple[str, int], ...], float] = {}
         self._rows: dict[str, tuple[tuple[TableEntry, ...], tuple[float, ...]]] = {}
@@ -70,9 +74,10 @@ class BatchTables:
         edges = self.snapshot.edges
         counts = [1, k - 1]
         emax = mix.expected_max(counts)
-        mean = self.c0 + self.c1 * k * emax
+        fixed = self.c0 + self.margins.get(k, 0.0)  # the whole distribution moves with the margin
+        mean = fixed + self.c1 * k * emax
         mass = mix.max_masses(counts)
-        lat_edges = self.c0 + self.c1 * k * edges
+        lat_edges = fixed + self.c1 * k * edges
         nz = np.flatnonzero(mass > 1e-12)
         lo, hi = int(nz[0]), int(nz[-1]) + 1
         e, m = _coarsen(lat_edges[lo:hi + 1], mass[lo:hi], self.score_bins)
@@ -102,7 +107,9 @@ class BatchTables:
     def predict(self, apps: Iterable[str]) -> float:
         """``E[L_B]`` of a batch whose members' apps are known (Eq. 7-9 on the actual mix)."""
         keys = [self.known(a) for a in apps]
-        return self.c0 + self.c1 * len(keys) * self._exact(_tally(keys)) if keys else 0.0
+        if not keys:
+            return 0.0
+        return self.c0 + self.margins.get(len(keys), 0.0) + self.c1 * len(keys) * self._exact(_tally(keys))
 
     def _exact(self, tally: tuple[tuple[str, int], ...]) -> float:
         got = self._emax.get(tally)
