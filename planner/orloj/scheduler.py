@@ -367,7 +367,7 @@ class OrlojScheduler(Scheduler):
             return Decision(expired=expired)
         q = self.q
         if members == self.sizes[i]:
-            # The batch is the whole queue, as below light load it nearly always is: the scores
+            # The batch is the whole queue, as short of overload it nearly always is: the scores
             # would only order it, and nothing downstream reads the order of a batch's requests.
             # Re-scoring and ranking were ~40 % of a decision (~140 us on a 2-core host).
             best = np.flatnonzero(q.top[:q.high] >= i)
