@@ -9,8 +9,9 @@ the fit current in O(1) per batch and holds the prior until feedback arrives.
 The two coefficients are shared by every size, so they are only as good as the sizes that
 feed them: at light load nearly every batch is small, ``c0`` and ``c1`` are confounded there,
 and live the line under-predicted full batches by 0.3-1.6 ms while over-predicting small ones
-(docs/orloj.md, "Eleventh session" and "Twelfth session"). ORLOJ places a request in every size whose estimate still
-meets its deadline, so an optimistic estimate for the largest size sends late batches.
+(docs/orloj.md, "Eleventh session" and "Twelfth session"). ORLOJ places a request in every size
+whose estimate still meets its deadline, so an optimistic estimate for the largest size sends
+late batches.
 ``margin(k)`` is what the current line misses size ``k``'s recent batches by (the median
 residual of the last ``WINDOW`` of them): added to the line, each size's estimate is honest
 however the batches are spread over sizes, and it is computed against the coefficients of the
