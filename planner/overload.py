@@ -35,14 +35,18 @@ class Overload:
     horizon_s: int = 30
     deadline_aware: bool = True
     span_s: float = 0.1
+    sustained_spans: int = 10  # the backlogged spans averaged (1 s at 100 ms)
     _spans: dict[str, deque[list[int]]] = field(default_factory=dict)  # model -> [span, requests]
     _best: dict[str, tuple[int, float]] = field(default_factory=dict)  # model -> (span asked at, best rate)
+    _backlog: dict[str, deque[int]] = field(default_factory=dict)  # model -> spans a check saw a backlog in
 
     def __post_init__(self) -> None:
         if self.max_queue < 0 or self.min_queue < 1 or self.horizon_s < 2:
             raise ValueError("max_queue >= 0, min_queue >= 1 and horizon_s >= 2 are required")
         if not 0 < self.span_s <= 1:
             raise ValueError("span_s must be in (0, 1] seconds")
+        if self.sustained_spans < 2:
+            raise ValueError("sustained_spans must be at least 2")
         self._per_horizon = round(self.horizon_s / self.span_s)
 
     def finished(self, model: str, requests: int, now_s: float) -> None:
@@ -70,8 +74,9 @@ class Overload:
         return int(now_s / self.span_s + 1e-9)  # 100.1 / 0.1 is 1000.999...: still span 1001
 
     def drain_rps(self, model: str, now_s: float) -> float | None:
-        """The best whole span of the horizon as requests per second, or None when too little
-        was measured to say."""
+        """The best whole span of the horizon as requests per second (no more than the backlogged
+        spans sustained, when most recent spans were backlogged), or None when too little was
+        measured to say."""
         q = self._spans.get(model)
         if not q:
             return None
@@ -81,8 +86,32 @@ class Overload:
             best = cached[1]
         else:  # a scan of up to horizon / span entries, once per span: a job's check is per job
             best = max((n for s, n in q if span - self._per_horizon < s < span), default=0) / self.span_s
+            held = self._sustained(model, q, span)
+            if held is not None:
+                best = min(best, held)
             self._best[model] = (span, best)
         return best if best >= self.min_queue else None
+
+    def _sustained(self, model: str, q: deque[list[int]], span: int) -> float | None:
+        """Requests a second drained over the whole spans of the last ``sustained_spans`` in which
+        the queue was backlogged, or None when fewer than half of them were."""
+        marks = self._backlog.get(model)
+        if not marks:
+            return None
+        lo = span - self.sustained_spans
+        spans = {s for s in marks if lo <= s < span}
+        if 2 * len(spans) < self.sustained_spans:
+            return None
+        done = sum(n for s, n in q if s in spans)
+        return done / (len(spans) * self.span_s)
+
+    def _mark_backlog(self, model: str, now_s: float) -> None:
+        span = self._span(now_s)
+        marks = self._backlog.setdefault(model, deque())
+        if not marks or marks[-1] != span:
+            marks.append(span)
+            while marks[0] < span - self.sustained_spans:
+                marks.popleft()
 
     def check(self, model: str, queued: int, requests: int, submitted_ms: float, deadline_ms: float,
               now_ms: float) -> str | None:
@@ -94,6 +123,8 @@ class Overload:
         """Why a job of ``requests`` arriving behind ``queued`` with ``left_s`` to its deadline is
         refused, or None to admit it."""
         bounded = bool(self.max_queue) and queued + requests > self.max_queue
+        if queued >= self.min_queue:
+            self._mark_backlog(model, now_s)
         if not bounded and (not self.deadline_aware or queued < self.min_queue):
             return None
         rate = self.drain_rps(model, now_s)

@@ -81,3 +81,34 @@ def test_a_finish_heard_late_still_counts_in_its_span() -> None:
     assert o.drain_rps("m", 2.05) == 500.0  # asked once per span: later asks reuse it
     o.finished("m", 60, 1.95)  # a batch that finished before the span began, heard now
     assert o.drain_rps("m", 2.06) == pytest.approx(1100.0)
+
+
+def _backlogged(o: Overload, start_s: float, spans: int, model: str = "m") -> None:
+    """A check that saw a backlog in each of ``spans`` spans from ``start_s``."""
+    for j in range(spans):
+        o.verdict(model, queued=o.min_queue, requests=4, left_s=10.0, now_s=start_s + j * o.span_s + 0.05)
+
+
+def test_a_backlog_drained_in_bursts_is_judged_at_what_it_sustains() -> None:
+    # A planner behind on its loop: one span in five drains 200 requests, the others none. The
+    # best span says 2,000/s; over the backlogged second the pool drained 400/s.
+    o = Overload(min_queue=64)
+    for i in range(20):
+        o.finished("m", 200 if i % 5 == 0 else 0, 10 + i / 10 + 0.01)
+    assert o.drain_rps("m", 11.05) == pytest.approx(2000.0)  # no backlog seen: the best span
+    _backlogged(o, 11.0, 10)
+    assert o.drain_rps("m", 12.05) == pytest.approx(400.0)
+    assert o.verdict("m", queued=196, requests=4, left_s=0.25, now_s=12.05) is not None  # 200 at 400/s: 500 ms
+    assert o.verdict("m", queued=96, requests=4, left_s=0.25, now_s=12.05) is None  # 250 ms
+
+
+def test_a_sustained_rate_needs_most_of_the_last_spans_backlogged() -> None:
+    o = Overload(min_queue=64)
+    for i in range(20):
+        o.finished("m", 200 if i % 5 == 0 else 0, 10 + i / 10 + 0.01)
+    _backlogged(o, 11.0, 4)  # four of the last ten spans: a burst, not a backlog
+    assert o.drain_rps("m", 12.05) == pytest.approx(2000.0)
+    _backlogged(o, 11.5, 5)  # spans 11.5-11.9 too: five of ten
+    assert o.drain_rps("m", 12.05) == pytest.approx(200 * 2 / (9 * 0.1))
+    with pytest.raises(ValueError):
+        Overload(sustained_spans=1)
