@@ -21,13 +21,15 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 def reject(
     pipe: redis.client.Pipeline[bytes], keys: Keys, settings: Settings, *, entry_id: str, entry_ms: float,
     raw: bytes | None, error: InvalidMessage, now_ms: float, dead_letter: bool = True, max_ids: int = 1024,
-    body: dict[str, Any] | None = None,
+    body: dict[str, Any] | None = None, ttl_set: set[str] | None = None,
 ) -> None:
     """Queue on ``pipe`` everything a rejection writes (the caller acks and executes); the dead
     letter keeps the original bytes of a job that was wrong, not of one refused for load.
     ``body``: the entry's map when the caller has unpacked it already (not decoded again).
     The job's results go out as one ``results`` entry: a planner refusing jobs is one that has
-    fallen behind, and an entry per request made each refusal cost more the further behind it was."""
+    fallen behind, and an entry per request made each refusal cost more the further behind it was.
+    ``ttl_set``: reply streams whose expiry this pipeline already sets (one EXPIRE each, not one
+    per rejection); the stream's name is added to it."""
     info: dict[str, Any] = summary(body) if body is not None else peek(raw) if raw is not None else {}
     job_id = info.get("id", "") if _ID.match(info.get("id", "")) else ""
     reply_to = info.get("reply_to", "")
@@ -51,8 +53,12 @@ def reject(
             entry = encode(res)
         else:
             entry = results_entry(job_id, encode_per_request(res, ids))
-        pipe.xadd(keys.reply(reply_to), {b"m": entry}, maxlen=settings.stream_maxlen, approximate=True)
-        pipe.expire(keys.reply(reply_to), settings.result_ttl_s)
+        reply = keys.reply(reply_to)
+        pipe.xadd(reply, {b"m": entry}, maxlen=settings.stream_maxlen, approximate=True)
+        if ttl_set is None or reply not in ttl_set:
+            pipe.expire(reply, settings.result_ttl_s)
+            if ttl_set is not None:
+                ttl_set.add(reply)
     pipe.xadd(keys.telemetry, {b"m": streams.event_bytes(
         event="job.rejected", ts=now_ms, job_id=job_id, app=str(info.get("app", ""))[:64],
         run=str(info.get("run", ""))[:64], requests=max(int(info.get("requests", 1) or 1), 1),

@@ -66,8 +66,13 @@ class Intake:
     def admit(self, entries: Sequence[Entry], pools: Pools, pipe: redis.client.Pipeline[bytes],
               now_ms: float, *, also: Also | None = None) -> list[Admitted]:
         """The jobs of ``entries`` that passed, registered; ``also`` queues more commands on the
-        registration's round trip (or on a round trip of their own when no job passed)."""
+        registration's round trip (or on a round trip of their own when no job passed).
+        The entries that end here are acked in one XACK, and each reply stream's expiry is set
+        once: a planner that has fallen behind refuses most of a read, and two commands of each
+        refusal's four were these."""
         valid: list[tuple[Entry, Job]] = []
+        ended: list[str] = []  # entry ids to ack
+        ttl: set[str] = set()  # reply streams whose expiry is already queued
         for e in entries:
             body: dict[str, Any] | None = None
             try:
@@ -85,8 +90,10 @@ class Intake:
                     self.check(job, float(e.ms))
                 valid.append((e, job))
             except InvalidMessage as exc:
-                self._reject(pipe, e, exc, now_ms, body)
+                self._reject(pipe, e, exc, now_ms, body, ttl)
+                ended.append(e.id)
         if not valid:
+            self._ack(pipe, ended)
             if also is not None:
                 with self.r.pipeline(transaction=False) as p:
                     take = also(p)
@@ -101,12 +108,19 @@ class Intake:
             if int(code) == -2:
                 log.info("job %s arrived again with the same content (entry %s): a producer's retry, dropped",
                          job.id, e.id)
-                pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
+                ended.append(e.id)
             elif int(code) == -1:
-                self._reject(pipe, e, InvalidMessage("duplicate", f"job id {job.id!r} was already submitted"), now_ms)
+                self._reject(pipe, e, InvalidMessage("duplicate", f"job id {job.id!r} was already submitted"), now_ms,
+                             ttl=ttl)
+                ended.append(e.id)
             else:
                 out.append((e, job, done.get(job.id, set())))
+        self._ack(pipe, ended)
         return out
+
+    def _ack(self, pipe: redis.client.Pipeline[bytes], entry_ids: list[str]) -> None:
+        if entry_ids:
+            pipe.xack(self.keys.jobs, PLANNER_GROUP, *entry_ids)
 
     def keep(self, consumer: str, entry_ids: Sequence[str]) -> None:
         """Reset the idle time of the entries ``consumer`` still holds, so no other planner
@@ -142,7 +156,8 @@ class Intake:
         return {job.id: {f.decode()[2:] for f in fields if f.startswith(b"d:")} for job, fields in zip(jobs, rows)}
 
     def _reject(self, pipe: redis.client.Pipeline[bytes], e: Entry, error: InvalidMessage, now_ms: float,
-                body: dict[str, Any] | None = None) -> None:
+                body: dict[str, Any] | None = None, ttl: set[str] | None = None) -> None:
+        """The rejection's writes (``admission.reject``); the caller acks the entry."""
         reject(pipe, self.keys, self.settings, entry_id=e.id, entry_ms=e.ms, raw=e.raw, error=error, now_ms=now_ms,
-               dead_letter=error.reason != "overloaded", max_ids=self.limits.max_requests_per_job, body=body)
-        pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
+               dead_letter=error.reason != "overloaded", max_ids=self.limits.max_requests_per_job, body=body,
+               ttl_set=ttl)

@@ -8,6 +8,13 @@ is the request's score coefficients in size ``i``'s queue (score ``alpha * X + b
 ``X = e^{b t}``; ``beta = -inf`` outside the queue). Leaving a size is a write to ``top``,
 leaving all of them is freeing the slot.
 
+A slot holds a *run*: requests that share app, deadline and class (a job's requests), and so
+every figure above. ``size[slot]`` is how many; ``count`` and ``len`` count requests. A slot per
+request made every scan, write and release pay per request for what is the same for a whole job:
+live, ORLOJ's insertion and expiry were its largest costs in a planner that had fallen behind.
+A batch that needs only part of a run takes the run's first requests and leaves the rest in the
+slot (``take``).
+
 Everything that changes with time is a per-slot time, so finding what is due is one vectorised
 comparison rather than a heap per event: ``drop_at`` (when the request can no longer make its
 largest size) and ``next_ms[i]`` (its next milestone in size ``i``'s queue).
@@ -36,8 +43,9 @@ class SizeQueues:
         self.decay = np.zeros(capacity)
         self.cost = np.zeros(capacity)
         self.est = np.full((capacity, n_sizes), np.inf)  # E[L_B] per size, non-decreasing
-        self.items: list[Any] = [None] * capacity
-        self.count = np.zeros(n_sizes, dtype=np.int64)  # members whose largest size is index i
+        self.size = np.zeros(capacity, dtype=np.int64)  # requests in the slot's run
+        self.items: list[Any] = [None] * capacity  # the run: a list of requests
+        self.count = np.zeros(n_sizes, dtype=np.int64)  # requests whose largest size is index i
         # ``count.sum()``, kept as a Python int: the planner asks the queue's length several times
         # per step, and a numpy sum per ask was 3.5 % of its samples (issue 15's sixth round).
         self.members_total = 0
@@ -57,16 +65,24 @@ class SizeQueues:
         self.top, self.gid = more(self.top, -1, 0), more(self.gid, 0, 0)
         self.deadline, self.drop_at = more(self.deadline, np.inf, 0), more(self.drop_at, np.inf, 0)
         self.decay, self.cost, self.est = more(self.decay, 0.0, 0), more(self.cost, 0.0, 0), more(self.est, np.inf, 0)
+        self.size = more(self.size, 0, 0)
         self.items.extend([None] * old)
         self._free.extend(range(2 * old - 1, old - 1, -1))
 
-    def alloc(self) -> int:
-        return self.alloc_many(1)[1][0]
+    def alloc(self, size: int = 1) -> int:
+        """A slot for a run of ``size`` requests (stored by the caller in ``items``)."""
+        if not self._free:
+            self._grow()
+        slot = self._free.pop()
+        self.size[slot] = size
+        if slot >= self.high:
+            self.high = slot + 1
+        return slot
 
-    def alloc_many(self, n: int) -> tuple[slice | np.ndarray, Sequence[int]]:
-        """Slots for ``n`` requests, in their order: as an index (a slice when they are one
-        ascending run, the free list's usual answer, else an index array) and as a sequence of
-        ints."""
+    def alloc_many(self, n: int, sizes: np.ndarray | int = 1) -> tuple[slice | np.ndarray, Sequence[int]]:
+        """Slots for ``n`` runs of ``sizes`` requests, in their order: as an index (a slice when
+        they are one ascending run, the free list's usual answer, else an index array) and as a
+        sequence of ints."""
         while len(self._free) < n:
             self._grow()
         free = self._free
@@ -80,29 +96,30 @@ class SizeQueues:
             slots = taken[::-1]
             index = np.asarray(slots, dtype=np.int64)
         self.high = max(self.high, max(slots) + 1)
+        self.size[index] = sizes
         return index, slots
 
     def enter(self, slot: int, top: int) -> None:
-        """The request in ``slot`` now belongs to the queues of sizes ``0..top`` (indices)."""
-        old = int(self.top[slot])
+        """The run in ``slot`` now belongs to the queues of sizes ``0..top`` (indices)."""
+        old, n = int(self.top[slot]), int(self.size[slot])
         if old >= 0:
-            self.count[old] -= 1
-            self.members_total -= 1
+            self.count[old] -= n
+            self.members_total -= n
             if top < old:
                 self.beta[top + 1:old + 1, slot] = -np.inf
                 self.next_ms[top + 1:old + 1, slot] = np.inf
         self.top[slot] = top
         if top >= 0:
-            self.count[top] += 1
-            self.members_total += 1
+            self.count[top] += n
+            self.members_total += n
 
     def lower(self, slots: np.ndarray, tops: np.ndarray) -> None:
         """``enter`` for many slots at once, each to a smaller (or no) largest size."""
-        old = self.top[slots]
-        np.subtract.at(self.count, old, 1)
+        old, n = self.top[slots], self.size[slots]
+        self.count -= np.bincount(old, weights=n, minlength=self.n).astype(np.int64)
         keep = tops >= 0
-        np.add.at(self.count, tops[keep], 1)
-        self.members_total += int(keep.sum()) - len(old)
+        self.count += np.bincount(tops[keep], weights=n[keep], minlength=self.n).astype(np.int64)
+        self.members_total -= int(n[~keep].sum())
         rows = np.arange(self.n)[:, None]
         out = (rows > tops[None, :]) & (rows <= old[None, :])
         beta, nxt = self.beta[:, slots], self.next_ms[:, slots]
@@ -111,45 +128,69 @@ class SizeQueues:
         self.top[slots] = tops
 
     def release(self, slot: int) -> Any:
-        """The request leaves every queue; returns what was stored with it."""
-        old = int(self.top[slot])
+        """The run leaves every queue; returns what was stored with it."""
+        old, n = int(self.top[slot]), int(self.size[slot])
         if old >= 0:
-            self.count[old] -= 1
-            self.members_total -= 1
+            self.count[old] -= n
+            self.members_total -= n
         self.beta[:, slot] = -np.inf
         self.next_ms[:, slot] = np.inf
         self.top[slot] = -1
         self.deadline[slot] = self.drop_at[slot] = np.inf
+        self.size[slot] = 0
         item, self.items[slot] = self.items[slot], None
         self._free.append(slot)
         return item
 
     def release_many(self, slots: np.ndarray) -> list[Any]:
-        """``release`` for many slots at once."""
+        """``release`` for many slots at once: their runs' requests, one list, run after run."""
         if not slots.size:
             return []
-        old = self.top[slots]
-        left = old[old >= 0]
+        old, n = self.top[slots], self.size[slots]
+        live = old >= 0
         # bincount: ``np.subtract.at`` cost a few us a call on the planner's loop
-        self.count -= np.bincount(left, minlength=self.n)
-        self.members_total -= len(left)
+        self.count -= np.bincount(old[live], weights=n[live], minlength=self.n).astype(np.int64)
+        self.members_total -= int(n[live].sum())
         self.beta[:, slots] = -np.inf
         self.next_ms[:, slots] = np.inf
         self.top[slots] = -1
+        self.size[slots] = 0
         self.deadline[slots] = self.drop_at[slots] = np.inf
         idx = slots.tolist()
-        items = [self.items[i] for i in idx]
+        items = self.items
+        out = [p for i in idx for p in items[i]]
         for i in idx:
-            self.items[i] = None
+            items[i] = None
         self._free.extend(idx)
-        return items
+        return out
+
+    def take(self, slots: np.ndarray, k: int) -> tuple[list[Any], int]:
+        """The first ``k`` requests of ``slots``' runs, in order, and how many slots they came
+        from: the runs wholly taken leave, and a last run that holds more than is needed keeps
+        its remaining requests in its slot."""
+        n = self.size[slots]
+        ends = np.cumsum(n)
+        whole = int(np.searchsorted(ends, k, side="right"))  # runs that fit whole
+        out = self.release_many(slots[:whole])
+        short = k - len(out)
+        if short <= 0 or whole >= slots.size:
+            return out, whole
+        slot = int(slots[whole])  # a member of the queue: its top is at least the batch's size
+        run = self.items[slot]
+        out.extend(run[:short])
+        self.items[slot] = run[short:]
+        self.size[slot] -= short
+        self.count[self.top[slot]] -= short
+        self.members_total -= short
+        return out, whole + 1
 
     def members(self, i: int) -> int:
-        """``|Q|`` of size index ``i``."""
+        """``|Q|`` of size index ``i``, in requests."""
         return int(self.count[i:].sum())
 
     def best(self, i: int, k: int, x: float) -> list[int]:
-        """Slots of the ``k`` best scores at ``X = x`` in size index ``i``'s queue, best first.
+        """Slots of the ``k`` best scores at ``X = x`` in size index ``i``'s queue, best first
+        (a slot holds at least one request: ``k`` slots hold at least ``k`` requests).
 
         Slots outside the queue have ``beta = -inf``, so no mask is needed.
         """

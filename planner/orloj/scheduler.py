@@ -81,11 +81,14 @@ class OrlojScheduler(Scheduler):
         self._ests: list[list[float]] = []
         self._est_mat = np.zeros((0, n))  # the same, a row per group
         self._groups: dict[tuple[int, str], int] = {}
+        self._gid_of: dict[str, int] = {}  # app -> its group in the current generation
         self._generation = 0
         self.tables = self._tables()
         self.q = SizeQueues(n)
         self._doomed: list[Pending] = []
-        self._staged: list[Pending] = []
+        # Runs of requests that share app, deadline and class (a job's), placed one slot each.
+        self._staged: list[list[Pending]] = []
+        self._staged_n = 0
         self._next_drop = math.inf  # no drop_at is earlier: _drop has nothing to do before it
         self._base: float | None = None
         self._now = 0.0
@@ -94,6 +97,7 @@ class OrlojScheduler(Scheduler):
 
     def _tables(self) -> BatchTables:
         self._generation += 1
+        self._gid_of = {}
         margins = self.fit.margins(self.sizes) if self.size_margins else ()
         return BatchTables(self.dists.snapshot, self.fit.c0, self.fit.c1, self.sizes, self.b, self.score_bins, margins)
 
@@ -104,14 +108,18 @@ class OrlojScheduler(Scheduler):
         # Staged requests count without being placed (each becomes a member or doomed): the
         # planner asks once per job it admits, and placing there placed every job alone, at
         # ~23 us each, where the step's next query places them all in one pass.
-        return len(self.q) + len(self._doomed) + len(self._staged)
+        return len(self.q) + len(self._doomed) + self._staged_n
 
     # -- scoring ---------------------------------------------------------------------------------
     def _group(self, app: str) -> int:
         """The id of ``app``'s estimates in the current tables (padded into the group arrays)."""
+        gid = self._gid_of.get(app)
+        if gid is not None:
+            return gid
         key = (self._generation, self.tables.known(app))
         gid = self._groups.get(key)
         if gid is not None:
+            self._gid_of[app] = gid
             return gid
         entries, ests = self.tables.row(app)
         n, w = self._brk.shape[1], self._brk.shape[2]
@@ -128,7 +136,7 @@ class OrlojScheduler(Scheduler):
         self._bt = np.concatenate([self._bt, bt])
         self._ests.append(list(ests))
         self._est_mat = np.vstack([self._est_mat, np.asarray(ests, dtype=np.float64)[None, :]])
-        gid = self._groups[key] = len(self._ests) - 1
+        gid = self._groups[key] = self._gid_of[app] = len(self._ests) - 1
         return gid
 
     def _rescore(self, slots: np.ndarray, row: int, now: float) -> None:
@@ -168,47 +176,48 @@ class OrlojScheduler(Scheduler):
         # rest of the pipeline lacked (docs/orloj.md, "Live"). Placing later with a later ``now``
         # is what placing at add time and then dropping at that ``now`` would give.
         self._now = max(self._now, now)
-        self._staged.append(item)
+        staged = self._staged
+        if staged:
+            head = staged[-1][0]
+            if head.deadline == item.deadline and head.app == item.app and head.priority_class == item.priority_class:
+                staged[-1].append(item)
+                self._staged_n += 1
+                return
+        staged.append([item])
+        self._staged_n += 1
 
     def add_many(self, items: Sequence[Pending], now: float) -> None:
-        self._now = max(self._now, now)
-        self._staged.extend(items)
+        # one job's requests (``Scheduler.add_many``): one run, with no per-request work
+        if items:
+            self._now = max(self._now, now)
+            self._staged.append(list(items))
+            self._staged_n += len(items)
 
     def _flush(self, now: float) -> None:
         """Algorithm 1's insertion for every staged request: its sizes and slot. Its scores are
         computed when a batch is next taken from one of its queues (``_milestones``), as a
         score that changed at a milestone is: live, most rows are never read before the request
         leaves, and scoring them all on arrival was ORLOJ's largest cost in the planner's loop."""
-        staged, self._staged = self._staged, []
-        if not staged:
+        runs, self._staged = self._staged, []
+        if not runs:
             return
+        self._staged_n = 0
         self._rebase(now)
-        # A job's requests share app, deadline and class, so they share every figure placing
-        # them needs: a step that read a few jobs places them per job, with a few array writes
-        # each, instead of paying the ~30 numpy calls of the general pass (~50 us a step, the
-        # planner's largest ORLOJ cost live). Groups are taken in order of arrival and a job's
-        # requests are staged together: runs of equal figures, taken in order, give the slots and
-        # ids the general pass gives.
-        runs: list[tuple[tuple[str, float, int], list[Pending]]] = []
-        for p in staged:
-            key = (p.app, p.deadline, p.priority_class)
-            if runs and runs[-1][0] == key:
-                runs[-1][1].append(p)
-            else:
-                runs.append((key, [p]))
+        # A run's requests share app, deadline and class, so they share every figure placing
+        # them needs, and one slot holds them all (``SizeQueues``): a step that read a few jobs
+        # places them one at a time, with a few scalar writes each, instead of paying the ~30
+        # numpy calls of the general pass. Runs are taken in order of arrival: both paths give
+        # the same slots and ids.
         if len(runs) > self.group_limit:
-            self._place([items for _, items in runs], now)
+            self._place(runs, now)
             return
-        for (app, dl, cls), items in runs:
-            self._place_job(app, dl, cls, items, now)
+        for items in runs:
+            head = items[0]
+            self._place_job(head.app, head.deadline, head.priority_class, items, now)
 
     def _place_job(self, app: str, dl: float, cls: int, items: list[Pending], now: float) -> None:
-        """``_place`` for requests that share app, deadline and class.
-
-        The planner pays this once per admitted job (about 12 us of its loop a job before):
-        scalar arithmetic stays in Python, and the job's slots, which the free list hands out as
-        an ascending run, are written as one slice per array (an index array cost as much to
-        build as the writes it served)."""
+        """``_place`` for one run (requests that share app, deadline and class): scalar
+        arithmetic in Python and one slot's writes, once per admitted job."""
         gid = self._group(app)
         ests = self._ests[gid]
         top = bisect.bisect_right(ests, dl - now) - 1  # the estimates grow with the size
@@ -217,24 +226,23 @@ class OrlojScheduler(Scheduler):
             return
         q = self.q
         n = len(items)
-        slots, slot_list = q.alloc_many(n)
-        for slot, item in zip(slot_list, items):
-            q.items[slot] = item
+        slot = q.alloc(n)
+        q.items[slot] = items
         assert self._base is not None
         cost = 1.0 + self.class_cost * max(cls, 0)
         drop_at = dl - ests[top]
-        q.gid[slots], q.deadline[slots], q.cost[slots] = gid, dl, cost
-        q.decay[slots] = cost * math.exp(-self.b * (dl - self._base))
-        q.est[slots] = self._est_mat[gid]
-        q.drop_at[slots] = drop_at
+        q.gid[slot], q.deadline[slot], q.cost[slot] = gid, dl, cost
+        q.decay[slot] = cost * math.exp(-self.b * (dl - self._base))
+        q.est[slot] = self._est_mat[gid]
+        q.drop_at[slot] = drop_at
         if drop_at < self._next_drop:
             self._next_drop = drop_at
-        q.top[slots] = top
+        q.top[slot] = top
         q.count[top] += n
         q.members_total += n
         beta, nxt = self._columns(top)
-        q.beta[:, slots] = beta[:, None]
-        q.next_ms[:, slots] = nxt[:, None]
+        q.beta[:, slot] = beta
+        q.next_ms[:, slot] = nxt
 
     def _columns(self, top: int) -> tuple[np.ndarray, np.ndarray]:
         """A new member's ``beta`` and ``next_ms`` columns when its largest size is ``top``."""
@@ -245,17 +253,28 @@ class OrlojScheduler(Scheduler):
         return cols
 
     def _place(self, runs: list[list[Pending]], now: float) -> None:
-        """Insertion of any mix of requests in one vectorised pass over ``runs``, each of requests
-        that share app, deadline and class (``_flush``'s): what a request's placement needs is a
-        figure of its run, so the Python work is per run (a job's requests are staged together)
-        and only array writes are per request. Per request, building the pass's (requests x
-        sizes) estimates from lists cost ~8 us a request, ORLOJ's largest cost in a planner that
-        had fallen behind."""
-        heads = [items[0] for items in runs]
+        """Insertion of many runs (``_flush``'s) in one vectorised pass, a slot per run.
+
+        A run's figures are read in one Python loop: one generator per figure cost ~2 us a run,
+        a third of ORLOJ's work in a planner that had fallen behind."""
+        assert self._base is not None
+        base, b, class_cost, gid_of = self._base, self.b, self.class_cost, self._gid_of
         n_runs = len(runs)
-        counts = np.fromiter((len(items) for items in runs), np.int64, n_runs)
-        gids = np.fromiter((self._group(p.app) for p in heads), np.int64, n_runs)
-        dl = np.fromiter((p.deadline for p in heads), np.float64, n_runs)
+        sizes_l, gids_l, dl_l, cost_l, decay_l = [], [], [], [], []
+        for items in runs:
+            p = items[0]
+            gid = gid_of.get(p.app)
+            if gid is None:
+                gid = self._group(p.app)
+            d, c = p.deadline, 1.0 + class_cost * max(p.priority_class, 0)
+            sizes_l.append(len(items))
+            gids_l.append(gid)
+            dl_l.append(d)
+            cost_l.append(c)
+            # math.exp, as the per-job path takes it: both paths must leave the very same scores
+            decay_l.append(c * math.exp(-b * (d - base)))
+        counts, gids = np.array(sizes_l, dtype=np.int64), np.array(gids_l, dtype=np.int64)
+        dl, cost, decay = np.array(dl_l), np.array(cost_l), np.array(decay_l)
         est = self._est_mat[gids]  # (runs, sizes)
         tops = (est <= (dl - now)[:, None]).sum(axis=1) - 1  # the estimates grow with the size
         keep = tops >= 0
@@ -265,33 +284,23 @@ class OrlojScheduler(Scheduler):
             runs = [runs[r] for r in np.flatnonzero(keep).tolist()]
             if not runs:
                 return
-            heads = [items[0] for items in runs]
             gids, dl, est, tops, counts = gids[keep], dl[keep], est[keep], tops[keep], counts[keep]
-            n_runs = len(runs)
-        staged = [p for items in runs for p in items]
+            cost, decay, n_runs = cost[keep], decay[keep], len(runs)
         q = self.q
-        n = len(staged)
-        slots, slot_list = q.alloc_many(n)
+        slots, slot_list = q.alloc_many(n_runs, counts)
         if isinstance(slots, slice):
-            q.items[slots] = staged
+            q.items[slots] = runs
         else:
-            for slot, item in zip(slot_list, staged):
-                q.items[slot] = item
-        assert self._base is not None
-        base, b = self._base, self.b
-        cost = np.fromiter((1.0 + self.class_cost * max(p.priority_class, 0) for p in heads), np.float64, n_runs)
-        # math.exp, as the per-job path takes it: both paths must leave the very same scores
-        decay = cost * np.fromiter((math.exp(-b * (d - base)) for d in dl.tolist()), np.float64, n_runs)
+            for slot, items in zip(slot_list, runs):
+                q.items[slot] = items
         drop_at = dl - est[np.arange(n_runs), tops]
         self._next_drop = min(self._next_drop, float(drop_at.min()))
-        each = np.repeat(np.arange(n_runs), counts)  # request -> its run
-        q.gid[slots], q.deadline[slots], q.cost[slots] = gids[each], dl[each], cost[each]
-        q.decay[slots], q.est[slots], q.drop_at[slots] = decay[each], est[each], drop_at[each]
-        top_each = tops[each]
-        q.top[slots] = top_each
+        q.gid[slots], q.deadline[slots], q.cost[slots] = gids, dl, cost
+        q.decay[slots], q.est[slots], q.drop_at[slots] = decay, est, drop_at
+        q.top[slots] = tops
         q.count += np.bincount(tops, weights=counts, minlength=q.n).astype(np.int64)
-        q.members_total += n
-        member = np.arange(q.n)[:, None] <= top_each[None, :]  # (sizes, n): the queues each joins
+        q.members_total += int(counts.sum())
+        member = np.arange(q.n)[:, None] <= tops[None, :]  # (sizes, runs): the queues each joins
         q.beta[:, slots] = np.where(member, 0.0, -np.inf)  # a member, scored when first read
         q.next_ms[:, slots] = np.where(member, -np.inf, np.inf)
 
@@ -371,13 +380,15 @@ class OrlojScheduler(Scheduler):
             # would only order it, and nothing downstream reads the order of a batch's requests.
             # Re-scoring and ranking were ~40 % of a decision (~140 us on a 2-core host).
             best = np.flatnonzero(q.top[:q.high] >= i)
-        else:
-            self._milestones(i, now)
-            assert self._base is not None
-            best = np.asarray(q.best(i, self.sizes[i], math.exp(self.b * (now - self._base))), dtype=np.int64)
-        # each member's estimate assumes the rest of the batch is drawn from the pool
-        predicted = float(q.est[best, i].max()) if best.size else 0.0
-        return Decision(batch=q.release_many(best), expired=expired, predicted_s=predicted)
+            # each member's estimate assumes the rest of the batch is drawn from the pool
+            predicted = float(q.est[best, i].max()) if best.size else 0.0
+            return Decision(batch=q.release_many(best), expired=expired, predicted_s=predicted)
+        self._milestones(i, now)
+        assert self._base is not None
+        best = np.asarray(q.best(i, self.sizes[i], math.exp(self.b * (now - self._base))), dtype=np.int64)
+        batch, used = q.take(best, self.sizes[i])
+        predicted = float(q.est[best[:used], i].max()) if used else 0.0
+        return Decision(batch=batch, expired=expired, predicted_s=predicted)
 
     def earliest_deadline(self) -> float | None:
         self._flush(self._now)
@@ -440,5 +451,6 @@ class OrlojScheduler(Scheduler):
         self._ests = [self._ests[g] for g in keep.tolist()]
         self._est_mat = self._est_mat[keep]
         self._groups = {k: int(remap[g]) for k, g in self._groups.items() if remap[g] >= 0}
+        self._gid_of = {app: int(remap[g]) for app, g in self._gid_of.items()}
         gids = self.q.gid[:h]
         gids[live] = remap[gids[live]]

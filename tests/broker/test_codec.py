@@ -19,6 +19,7 @@ from adaserve.broker import (
     load_limits,
     peek,
 )
+from adaserve.broker.codec import encode_per_request
 from adaserve.broker.events import BatchFinished, RequestTiming
 
 
@@ -151,3 +152,13 @@ def test_nesting_deeper_than_the_unpacker_allows_is_undecodable_and_says_why() -
     with pytest.raises(InvalidMessage) as exc:
         decode(raw)
     assert exc.value.reason == "undecodable" and "nested deeper" in exc.value.detail
+
+
+@pytest.mark.parametrize("extra", [{}, {"outputs": {}, "prediction": 3, "worker": "w"}])
+def test_one_result_per_request_is_the_result_with_each_request_id(extra: dict) -> None:
+    res = Result(job_id="j", request_id="first", model="m", status="expired", reason="too late",
+                 timings=Timings(submitted_ms=1.0, finished_ms=2.0, total_ms=1.0), **extra)
+    raws = encode_per_request(res, ["a", "b-1", "x" * 40])
+    assert [decode(r, expect=Result) for r in raws] == [res.model_copy(update={"request_id": i})
+                                                       for i in ("a", "b-1", "x" * 40)]
+    assert msgpack.unpackb(raws[0]) == msgpack.unpackb(encode(res.model_copy(update={"request_id": "a"})))

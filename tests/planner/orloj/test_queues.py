@@ -49,10 +49,38 @@ def test_lower_and_release_many() -> None:
     slots = np.array([q.alloc() for _ in range(3)])
     for s in slots:
         q.beta[:, s] = 1.0
-        q.items[s] = f"item{s}"
+        q.items[s] = [f"item{s}"]
         q.enter(int(s), 2)
     q.lower(slots[:2], np.array([0, 1]))
     assert q.count.tolist() == [1, 1, 1]
     assert np.isneginf(q.beta[1:, slots[0]]).all() and q.beta[1, slots[1]] == 1.0
     assert q.release_many(slots[1:]) == [f"item{slots[1]}", f"item{slots[2]}"]
     assert len(q) == 1 and q.members(0) == 1 and np.isneginf(q.beta[:, slots[2]]).all()
+
+
+def test_a_slot_holds_a_run_counted_per_request() -> None:
+    q = SizeQueues(3, capacity=2)
+    a, b = q.alloc(4), q.alloc(2)
+    q.items[a], q.items[b] = ["a0", "a1", "a2", "a3"], ["b0", "b1"]
+    q.enter(a, 2)
+    q.enter(b, 1)
+    assert len(q) == 6 and [q.members(i) for i in range(3)] == [6, 6, 4]
+    q.lower(np.array([a]), np.array([0]))
+    assert [q.members(i) for i in range(3)] == [6, 2, 0]
+    assert q.release_many(np.array([b, a])) == ["b0", "b1", "a0", "a1", "a2", "a3"]
+    assert len(q) == 0 and q.count.tolist() == [0, 0, 0] and q.size[a] == q.size[b] == 0
+
+
+def test_take_splits_the_last_run_and_leaves_the_rest_in_its_slot() -> None:
+    q = SizeQueues(2, capacity=4)
+    slots = [q.alloc(n) for n in (2, 3, 4)]
+    for s, name in zip(slots, "abc"):
+        q.items[s] = [f"{name}{j}" for j in range(q.size[s])]
+        q.enter(s, 1)
+    order = np.array([slots[1], slots[0], slots[2]])
+    got, used = q.take(order, 4)
+    assert got == ["b0", "b1", "b2", "a0"] and used == 2
+    assert q.items[slots[0]] == ["a1"] and q.size[slots[0]] == 1 and q.top[slots[0]] == 1
+    assert len(q) == 5 and q.count.tolist() == [0, 5] and q.top[slots[1]] == -1
+    got, used = q.take(np.array([slots[0], slots[2]]), 5)  # whole runs only
+    assert got == ["a1", "c0", "c1", "c2", "c3"] and used == 2 and len(q) == 0

@@ -248,7 +248,7 @@ def test_placing_a_step_per_job_gives_the_state_and_batches_of_the_vectorised_pa
             job += 1
         assert len(per_job) == len(vectorised)
         qa, qb = per_job.q, vectorised.q
-        for name in ("top", "gid", "deadline", "drop_at", "decay", "cost", "est", "count"):
+        for name in ("top", "gid", "deadline", "drop_at", "decay", "cost", "est", "count", "size"):
             np.testing.assert_array_equal(getattr(qa, name), getattr(qb, name), err_msg=name)
         np.testing.assert_array_equal(qa.beta, qb.beta)
         np.testing.assert_array_equal(qa.next_ms, qb.next_ms)
@@ -288,7 +288,9 @@ def test_the_queue_s_length_is_its_members_count_through_arrivals_batches_and_ex
         if rng.random() < 0.3:
             s.expire(t)
         len(s)  # places what arrived
-        assert len(s.q) == int(s.q.count.sum()) == int((s.q.top[:s.q.high] >= 0).sum())
+        h = s.q.high
+        assert len(s.q) == int(s.q.count.sum()) == int(s.q.size[:h][s.q.top[:h] >= 0].sum())
+        assert int(s.q.size[:h].sum()) == sum(len(s.q.items[j]) for j in range(h) if s.q.items[j] is not None)
     assert i > 500
 
 
