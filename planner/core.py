@@ -133,7 +133,8 @@ class Scheduler(ABC):
     # -- optional capabilities ------------------------------------------------------------------
     def add_many(self, items: Sequence[Pending], now: float) -> None:
         """``add`` for a job's requests, in their order, in one call (the planner admits a job at
-        a time). Default: one ``add`` each."""
+        a time). They share app, deadline and class, so a policy may keep them as one (ORLOJ's
+        queue slot per job). Default: one ``add`` each."""
         for item in items:
             self.add(item, now)
 
