@@ -102,3 +102,24 @@ def test_unknown_policy_or_bad_loads_are_usage_errors(tmp_path: Path) -> None:
     for args in (["--policies", "orloj,lifo"], ["--loads", "0.5,x"], ["--deadlines", "-3"]):
         res = CliRunner().invoke(app, ["bench", "live", *args, "--plot", str(tmp_path / "x.png")])
         assert res.exit_code != 0, args
+
+
+def test_the_capacity_search_takes_a_rate_only_when_it_passes_twice() -> None:
+    from adaserve.bench.live import bisect_rate
+
+    true_capacity = 1000.0
+    lucky = {4000.0}  # a rate far above the capacity that passes once, as on a quiet moment
+    calls: list[float] = []
+
+    def probe(rps: float) -> bool:
+        calls.append(rps)
+        if rps in lucky:
+            lucky.discard(rps)
+            return True
+        return rps <= true_capacity
+
+    rate, clamped = bisect_rate(probe, 250.0, 64_000.0, 8)  # its first probe is at 4,000
+    assert calls[:2] == [4000.0, 4000.0] and clamped is None
+    assert 0.8 * true_capacity <= rate <= true_capacity
+    always, never = bisect_rate(lambda r: True, 250.0, 16_000.0, 3), bisect_rate(lambda r: False, 250.0, 16_000.0, 3)
+    assert always[1] == "ceiling" and never == (250.0, "floor")
