@@ -258,14 +258,12 @@ class OrlojScheduler(Scheduler):
         A run's figures are read in one Python loop rather than one generator per figure: at
         overload this pass places a hundred runs a step."""
         assert self._base is not None
-        base, b, class_cost, gid_of = self._base, self.b, self.class_cost, self._gid_of
+        base, b, class_cost = self._base, self.b, self.class_cost
         n_runs = len(runs)
         sizes_l, gids_l, dl_l, cost_l, decay_l = [], [], [], [], []
         for items in runs:
             p = items[0]
-            gid = gid_of.get(p.app)
-            if gid is None:
-                gid = self._group(p.app)
+            gid = self._group(p.app)  # the app's cached group, once looked up this generation
             d, c = p.deadline, 1.0 + class_cost * max(p.priority_class, 0)
             sizes_l.append(len(items))
             gids_l.append(gid)
