@@ -109,6 +109,11 @@ class Calibration(BaseModel):
     # ``start_ms``): the simulator's batches then draw the costs of live batches sent at the same
     # moment, so a slow spell of the machine falls on the same stretch of the run.
     batch_run_ms: list[float] = Field(default_factory=list)
+    # Every dispatch of the run (``batch.dispatched`` of the model, those whose requests all ended
+    # unrun too) as ``[ms after start_ms, ms after start_ms its in-flight counts were read]``, the
+    # second None where the event lacks ``counted_ms``: the simulator replays the planner's loop
+    # with them (``planner/sim/loop.py``). Empty in calibrations that predate it or past ``MAX_JOBS``.
+    dispatch_run_ms: list[tuple[float, float | None]] = Field(default_factory=list)
     drained: list[tuple[int, int]] = Field(default_factory=list)
     # The same per 100 ms span (``[span start in ms, requests]``), the resolution the admission
     # control measures its drain rate at; calibrations that predate it spread each second evenly.
@@ -237,12 +242,21 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        step_ms=steps or [0.5], step_ordered=bool(steps),
                        start_ms=lags[0][0] if lags else None,
                        batch_run_ms=_ordered(np.asarray(sent_at) - lags[0][0]) if lags else [],
+                       dispatch_run_ms=_dispatches(sent.values(), model, lags[0][0]) if lags else [],
                        submitted_run_ms=[round(sub - lags[0][0], 3) for sub, _ in lags] if len(lags) <= MAX_JOBS else [],
                        drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [],
                        drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=DRAIN_SPAN_MS)
                        if lags else [],
                        heard_ms=heard, heard_run_ms=heard_at, slots=_slots(reports),
                        learnt_before=_learnt(before, model, lags[0][0]) if lags else [])
+
+
+def _dispatches(sent: Iterable[BatchDispatched], model: str, start_ms: float) -> list[tuple[float, float | None]]:
+    """Each dispatch of ``model`` and when its in-flight counts were read, in ms after ``start_ms``,
+    in time order; none past ``MAX_JOBS`` (a replay needs every one)."""
+    out = sorted(((round(d.ts - start_ms, 3), None if d.counted_ms is None else round(d.counted_ms - start_ms, 3))
+                  for d in sent if d.model == model), key=lambda x: x[0])
+    return out if len(out) <= MAX_JOBS else []
 
 
 def _slots(reports: list[PlannerState]) -> int | None:

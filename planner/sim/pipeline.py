@@ -30,6 +30,10 @@ around them, with the costs a ``Calibration`` measured:
 * the planner hears of a finished batch (its slot free, the policy's feedback, the admission
   control's count) as late as the live planner heard of the batches finishing at the same moment
   of the run (``Calibration.heard_ms``);
+* replaying the run's own jobs, the loop's timing is the run's (``loop.py``): it dispatches when
+  the live planner dispatched, and a finished batch's slot is free to a dispatch whose in-flight
+  counts were read after the worker acked it; the step time and the hearing delay above then
+  govern only the feedback and what comes after the run's last dispatch;
 * the policy starts as the live one stood when the run began: told first of the batches the
   live planner heard finish before it (``Calibration.learnt_before``: its warm-up and earlier runs);
 * a request is on time when its batch finishes by its deadline.
@@ -50,6 +54,7 @@ from adaserve.planner.core import Pending, Scheduler, batch_feedback
 from adaserve.planner.overload import Overload
 from adaserve.planner.sim.calibrate import DRAIN_SPAN_MS, Calibration
 from adaserve.planner.sim.engine import SimResult
+from adaserve.planner.sim.loop import ReplayedLoop
 from adaserve.planner.state import WAIT_HALF_LIFE_MS, Ewma, RecentFloor
 
 __all__ = ["simulate_pipeline"]
@@ -119,6 +124,19 @@ def _learn_before(scheduler: Scheduler, cal: Calibration, model: str, app: str, 
         _observe(scheduler, model, app, k, exec_ms / 1e3, t_first + at_ms / 1e3)
 
 
+def _replayed(cal: Calibration, t_first: float) -> ReplayedLoop | None:
+    """The live planner's dispatches to replay (``loop.py``), when the calibration holds all of
+    them: ``dispatch_run_ms``, or, in calibrations that predate it, the dispatches of the batches
+    that ran, when none was thinned out."""
+    points: list[tuple[float, float | None]] = list(cal.dispatch_run_ms)
+    if not points and cal.batch_run_ms and len(cal.batch_run_ms) == cal.batches:
+        points = [(t, None) for t in cal.batch_run_ms]
+    if not points:
+        return None
+    step_s = float(np.median(cal.step_ms)) / 1e3
+    return ReplayedLoop([(t_first + a / 1e3, None if c is None else t_first + c / 1e3) for a, c in points], step_s)
+
+
 def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float) -> None:
     """What the live planner tells its policy of a finished batch of ``k`` requests of ``app``."""
     scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=finished_s))
@@ -157,6 +175,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
     order = np.argsort(seen, kind="stable")
     t_first = float(jobs_s[0]) if n_jobs else 0.0
+    loop = _replayed(cal, t_first) if timed is not None else None
     span = max(float(jobs_s[-1]) - t_first, 1e-9) if n_jobs else 1.0
     ended = np.zeros(n, dtype=np.int8)  # 0 pending, 1 met, 2 late, 3 expired, 4 refused
     # The admission control counts whole seconds of the server's clock: the simulated clock is
@@ -195,9 +214,12 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             end([p for p in batch if fin > p.deadline + 1e-12], 2)
             late = heard((fin - t_first) * 1e3) if heard is not None else 0.0
             heapq.heappush(noticed, (fin + late, next(tie), batch, sent, exec_s, was_busy, fin))
+            if loop is not None:  # its slot frees when the live loop would have seen it free
+                loop.finished(fin)
         while noticed and noticed[0][0] <= now:  # the planner reads of it: slot free, feedback learnt
             _, _, batch, sent, exec_s, was_busy, fin = heapq.heappop(noticed)
-            inflight -= 1
+            if loop is None:
+                inflight -= 1
             gap = max(fin - exec_s - sent, 0.0)
             wait.add(gap, fin)
             if not was_busy:
@@ -232,7 +254,13 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         low = floor.value(now * 1000.0) / 1000.0
         end(scheduler.expire(now + low), 3)
         sent = False  # the planner's dispatch fills every free slot in one step (Planner._dispatch)
-        while now >= gate and inflight < slots and len(scheduler):
+        can = now >= gate
+        if loop is not None:
+            replaying = loop.replaying
+            at_point, released = loop.dispatch(now)
+            inflight -= released
+            can = at_point if replaying else can
+        while can and inflight < slots and len(scheduler):
             d = scheduler.next_batch(now + (wait.recent(now, low, WAIT_HALF_LIFE_MS / 1e3) if inflight and wait.n
                                             else low), max_batch)
             end(d.expired, 3)
@@ -264,7 +292,11 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             times.append(running[0][0])
         if noticed:
             times.append(noticed[0][0])
-        if len(scheduler):
+        if loop is not None and (loop.replaying or inflight >= slots):
+            at = loop.next_at()
+            if at is not None:
+                times.append(at)
+        elif len(scheduler):
             freed = [x[0] for x in noticed[:1]] + [x[0] for x in running[:1]]
             times.append(max(gate, now) if inflight < slots else max(gate, min(freed) + WAKE_S))
         nxt = min(times)

@@ -134,3 +134,25 @@ def test_the_policy_starts_from_what_the_live_one_learnt_before_the_run() -> Non
     learnt = [(-500.0 + i, min(i + 1, 32), 1.0) for i in range(40)]  # full batches of 1, 2, ..., 32, 32, ...
     assert _first_batch(learnt) == 32
     assert _first_batch([]) == 1  # a calibration without them: the policy starts fresh
+
+
+def test_replaying_a_runs_jobs_it_dispatches_when_the_live_planner_did() -> None:
+    """The live loop's dispatches (``loop.py``): a planner that came to dispatch every 100 ms
+    loses most 30 ms requests that one dispatching every millisecond serves."""
+    n = 200
+    sub = [5.0 * j for j in range(n)]
+    cal = _cal([1.0] * n).model_copy(update={
+        "ingress_ordered": True, "submitted_run_ms": sub, "batch_run_ms": [0.0], "transfer_run_ms": [0.2],
+        "service_residual_ms": [0.0], "start_ms": 0.0})
+    jobs = np.asarray(sub) / 1e3
+
+    def run(every_ms: float) -> tuple[float, int]:
+        points = [(t, t - 0.5) for t in np.arange(0.0, 1100.0, every_ms).tolist()]
+        res = simulate_pipeline(default_factory("edf")("m", None), jobs, 4, 0.03,
+                                cal.model_copy(update={"dispatch_run_ms": points}))
+        assert res.met + res.late + res.expired == res.requests == 4 * n
+        return res.finish_rate, res.batches
+
+    dense, sparse = run(1.0), run(100.0)
+    assert dense[0] > 0.95
+    assert sparse[0] < 0.4 and sparse[1] <= 2 * (1100 / 100 + 1)  # no more than its two slots a dispatch
