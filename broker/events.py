@@ -91,10 +91,6 @@ class BatchDispatched(_Ev):
     variant: str = "default"
     size: int
     predicted_ms: float = 0.0
-    # When the pools' in-flight counts this dispatch went by were read (server ms): a slot freed
-    # later was not yet free to this step. The pipeline simulator replays the planner's
-    # dispatches with it (``planner/sim/loop.py``). None from planners that predate it.
-    counted_ms: float | None = None
     # HEFT placement (planner/heft): the plan, e.g. ``part1@gpu->part2@cpu``, its predicted
     # finish (server ms), whether it explored an untrusted history, and the batch size chosen
     # for the measured arrival rate.

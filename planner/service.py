@@ -75,9 +75,6 @@ class Planner:
                                     max_batch=self.config.max_batch)
         self._admitting: dict[str, int] = {}  # requests admitted in this read, not yet queued
         self._read_ms = 0.0  # when the current ingress read began (server clock)
-        # When the pools' in-flight counts the step dispatches by came back (server clock): each
-        # batch.dispatched carries it, so the pipeline simulator frees a slot when this loop saw it
-        self._counted_ms = 0.0
         self.follow = Follower(self.r, self.keys, settings.worker_ttl_s, overload=self.overload, direct=self._direct)
         self.pools = self.follow.pools
         self.clock = ServerClock()
@@ -256,11 +253,7 @@ class Planner:
 
         def also(p: redis.client.Pipeline[bytes]) -> Callable[[list[Any]], None]:
             take = self.follow.queue(p, self.scheds, read=read)
-
-            def arrived(replies: list[Any]) -> None:
-                self._counted_ms = self.now_ms()
-                later.append(lambda: take(replies))
-            return arrived
+            return lambda replies: later.append(lambda: take(replies))
 
         self._admit(entries, also=also)
         for apply in later:
@@ -452,7 +445,7 @@ class Planner:
             # has already run the batch and written its batch.finished (a preempted planner between
             # two writes of a large pipeline), and readers of telemetry expect dispatched first.
             self._event("batch.dispatched", batch_id=batch_id, pool=pool, model=model, variant=plan.variant,
-                        size=len(part), predicted_ms=predicted_s * 1000.0, counted_ms=self._counted_ms, **extra)
+                        size=len(part), predicted_ms=predicted_s * 1000.0, **extra)
             self._pipe.xadd(self.keys.batches(pool), {b"m": raw}, maxlen=self.settings.stream_maxlen,
                             approximate=True)
         for p in items:

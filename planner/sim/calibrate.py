@@ -110,10 +110,9 @@ class Calibration(BaseModel):
     # moment, so a slow spell of the machine falls on the same stretch of the run.
     batch_run_ms: list[float] = Field(default_factory=list)
     # Every dispatch of the run (``batch.dispatched`` of the model, those whose requests all ended
-    # unrun too) as ``[ms after start_ms, ms after start_ms its in-flight counts were read]``, the
-    # second None where the event lacks ``counted_ms``: the simulator replays the planner's loop
-    # with them (``planner/sim/loop.py``). Empty in calibrations that predate it or past ``MAX_JOBS``.
-    dispatch_run_ms: list[tuple[float, float | None]] = Field(default_factory=list)
+    # unrun too), ms after ``start_ms``, in order: the simulator replays the planner's loop with
+    # them (``planner/sim/loop.py``). Empty in calibrations that predate it or past ``MAX_JOBS``.
+    dispatch_run_ms: list[float] = Field(default_factory=list)
     drained: list[tuple[int, int]] = Field(default_factory=list)
     # The same per 100 ms span (``[span start in ms, requests]``), the resolution the admission
     # control measures its drain rate at; calibrations that predate it spread each second evenly.
@@ -251,11 +250,10 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        learnt_before=_learnt(before, model, lags[0][0]) if lags else [])
 
 
-def _dispatches(sent: Iterable[BatchDispatched], model: str, start_ms: float) -> list[tuple[float, float | None]]:
-    """Each dispatch of ``model`` and when its in-flight counts were read, in ms after ``start_ms``,
-    in time order; none past ``MAX_JOBS`` (a replay needs every one)."""
-    out = sorted(((round(d.ts - start_ms, 3), None if d.counted_ms is None else round(d.counted_ms - start_ms, 3))
-                  for d in sent if d.model == model), key=lambda x: x[0])
+def _dispatches(sent: Iterable[BatchDispatched], model: str, start_ms: float) -> list[float]:
+    """Each dispatch of ``model`` in ms after ``start_ms``, in time order; none past ``MAX_JOBS``
+    (a replay needs every one)."""
+    out = sorted(round(d.ts - start_ms, 3) for d in sent if d.model == model)
     return out if len(out) <= MAX_JOBS else []
 
 

@@ -9,11 +9,14 @@ are 10-30 ms, it counted the loop twice. It sent a quarter fewer batches than li
 finish rates 0.17 low at 1.2x of capacity (docs/orloj.md, "Fifteenth session").
 
 Replaying the run's own jobs, the simulator now dispatches at the moments the live planner
-dispatched (each ``batch.dispatched``), and frees a slot for a dispatch when its batch's ack came
-before that dispatch's counts were read (``counted_ms``; for events that lack it, the dispatch
-before, or a median step earlier). The policy, the worker's lane, expiry and admission stay the
-simulator's own: only the loop's timing and the freshness of its counts are taken from the run.
-Past the run's last dispatch, a slot is free once acked and the loop dispatches at once.
+dispatched (each ``batch.dispatched``), and a slot is free to a dispatch when its batch was acked
+before the step before began (the first dispatch of the previous step, or a median busy step
+earlier, whichever is later). That rule is measured, not derived: with the time the step's own
+counts were read (a field tried on ``batch.dispatched``) the replays over-predicted overload by
+0.07-0.09 and fitted only with an ack 6 ms after the finish, where the worker's acks come 1-5 ms
+after it. The policy, the worker's lane, expiry and admission stay the simulator's own: only the
+loop's timing is taken from the run. Past the run's last dispatch, a slot is free once acked and
+the loop dispatches at once.
 
 Pure: no clock, no I/O.
 """
@@ -30,28 +33,24 @@ __all__ = ["ACK_MS", "ReplayedLoop"]
 # median in runs at 1.2x of capacity.
 ACK_MS = 0.5
 # Dispatches closer than this to the one before belong to the same step (their events are
-# stamped as each batch is built): what counts as "the dispatch before" without ``counted_ms``.
+# stamped as each batch is built).
 SAME_STEP_MS = 1.0
 
 
 class ReplayedLoop:
-    """Dispatch points ``(at, counted)`` in seconds on the simulator's clock, ``counted`` None
-    where the run's events did not say; ``step_s``: the loop's median busy step."""
+    """The run's dispatches in seconds on the simulator's clock; ``step_s``: the loop's median
+    busy step."""
 
-    def __init__(self, points: Sequence[tuple[float, float | None]], step_s: float, ack_s: float = ACK_MS / 1e3) -> None:
+    def __init__(self, points: Sequence[float], step_s: float, ack_s: float = ACK_MS / 1e3) -> None:
         if step_s < 0 or ack_s < 0:
             raise ValueError("step_s and ack_s must not be negative")
-        pts = sorted(points, key=lambda p: p[0])
-        self._at = [float(a) for a, _ in pts]
-        self._counted: list[float] = []
-        prev_step = -float("inf")  # the first dispatch of the step before this one
-        step_start = -float("inf")
-        for i, (at, counted) in enumerate(pts):
-            if i and at - self._at[i - 1] > SAME_STEP_MS / 1e3:
+        self._at = sorted(float(a) for a in points)
+        self._counted: list[float] = []  # per dispatch: a slot acked by then is free to it
+        prev_step = step_start = -float("inf")  # the first dispatch of the step before, of this one
+        for i, at in enumerate(self._at):
+            if not i or at - self._at[i - 1] > SAME_STEP_MS / 1e3:
                 prev_step, step_start = step_start, at
-            elif not i:
-                step_start = at
-            self._counted.append(float(counted) if counted is not None else max(prev_step, at - step_s))
+            self._counted.append(max(prev_step, at - step_s))
         self._next = 0
         self._acked: list[float] = []  # when each finished batch's slot shows free, not yet handed out
         self.ack_s = ack_s

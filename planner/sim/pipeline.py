@@ -31,9 +31,9 @@ around them, with the costs a ``Calibration`` measured:
   control's count) as late as the live planner heard of the batches finishing at the same moment
   of the run (``Calibration.heard_ms``);
 * replaying the run's own jobs, the loop's timing is the run's (``loop.py``): it dispatches when
-  the live planner dispatched, and a finished batch's slot is free to a dispatch whose in-flight
-  counts were read after the worker acked it; the step time and the hearing delay above then
-  govern only the feedback and what comes after the run's last dispatch;
+  the live planner dispatched, and a finished batch's slot is free to a dispatch once the worker
+  acked it before the step before began; the step time and the hearing delay above then govern
+  only the feedback and what comes after the run's last dispatch;
 * the policy starts as the live one stood when the run began: told first of the batches the
   live planner heard finish before it (``Calibration.learnt_before``: its warm-up and earlier runs);
 * a request is on time when its batch finishes by its deadline.
@@ -128,13 +128,12 @@ def _replayed(cal: Calibration, t_first: float) -> ReplayedLoop | None:
     """The live planner's dispatches to replay (``loop.py``), when the calibration holds all of
     them: ``dispatch_run_ms``, or, in calibrations that predate it, the dispatches of the batches
     that ran, when none was thinned out."""
-    points: list[tuple[float, float | None]] = list(cal.dispatch_run_ms)
+    points = cal.dispatch_run_ms
     if not points and cal.batch_run_ms and len(cal.batch_run_ms) == cal.batches:
-        points = [(t, None) for t in cal.batch_run_ms]
+        points = cal.batch_run_ms
     if not points:
         return None
-    step_s = float(np.median(cal.step_ms)) / 1e3
-    return ReplayedLoop([(t_first + a / 1e3, None if c is None else t_first + c / 1e3) for a, c in points], step_s)
+    return ReplayedLoop([t_first + a / 1e3 for a in points], float(np.median(cal.step_ms)) / 1e3)
 
 
 def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float) -> None:

@@ -147,7 +147,7 @@ def test_replaying_a_runs_jobs_it_dispatches_when_the_live_planner_did() -> None
     jobs = np.asarray(sub) / 1e3
 
     def run(every_ms: float) -> tuple[float, int]:
-        points = [(t, t - 0.5) for t in np.arange(0.0, 1100.0, every_ms).tolist()]
+        points = np.arange(0.0, 1100.0, every_ms).tolist()
         res = simulate_pipeline(default_factory("edf")("m", None), jobs, 4, 0.03,
                                 cal.model_copy(update={"dispatch_run_ms": points}))
         assert res.met + res.late + res.expired == res.requests == 4 * n
