@@ -1,22 +1,22 @@
 """The live planner's loop, replayed: when it came to dispatch, and which slots it knew were free.
 
 At and above capacity the live planner's loop is busy back to back, and a slot freed by a
-finished batch is filled only at the dispatch of a step whose in-flight counts were read after
-the worker acked the batch: up to two steps later, when steps are long. The simulator used to free
-a slot when the planner heard of the finish and then hold the loop a sampled step after each
-sending step. Both waits were measured to the same dispatch, so at 100 ms deadlines, where steps
-are 10-30 ms, it counted the loop twice. It sent a quarter fewer batches than live and predicted
-finish rates 0.17 low at 1.2x of capacity (docs/orloj.md, "Fifteenth session").
+finished batch is filled at the dispatch of a later step: up to two steps later when steps are
+long. The simulator used to free a slot when the planner heard of the finish and then hold the
+loop a sampled step after each sending step. Both waits were measured to the same dispatch, so
+at 100 ms deadlines, where steps are 10-30 ms, it counted the loop twice: it sent a quarter
+fewer batches than live and predicted finish rates 0.165 low at 1.2x of capacity, 100 ms
+(docs/orloj.md, "Fifteenth session").
 
 Replaying the run's own jobs, the simulator now dispatches at the moments the live planner
 dispatched (each ``batch.dispatched``), and a slot is free to a dispatch when its batch was acked
 before the step before began (the first dispatch of the previous step, or a median busy step
 earlier, whichever is later). That rule is measured, not derived: with the time the step's own
 counts were read (a field tried on ``batch.dispatched``) the replays over-predicted overload by
-0.07-0.09 and fitted only with an ack 6 ms after the finish, where the worker's acks come 1-5 ms
-after it. The policy, the worker's lane, expiry and admission stay the simulator's own: only the
-loop's timing is taken from the run. Past the run's last dispatch, a slot is free once acked and
-the loop dispatches at once.
+0.07-0.09 and fitted only with an ack 6 ms after the finish, where the worker's acks come about
+1 ms after it at the median and 4-5 ms at the 90th percentile. The policy, the worker's lane,
+expiry and admission stay the simulator's own: only the loop's timing is taken from the run.
+Past the run's last dispatch, a slot is free once acked and the loop dispatches at once.
 
 Pure: no clock, no I/O.
 """
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 __all__ = ["ACK_MS", "ReplayedLoop"]
 
 # From a batch's finish (``batch.finished``'s ``ts``) to the worker's ack, which its in-flight
-# count drops with: the ``batch.finished`` entry's id minus its ``ts`` measured 0.3-1.2 ms at the
+# count drops with: the ``batch.finished`` entry's id minus its ``ts`` measured 0.7-1.2 ms at the
 # median in runs at 1.2x of capacity.
 ACK_MS = 0.5
 # Dispatches closer than this to the one before belong to the same step (their events are

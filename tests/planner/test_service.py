@@ -389,4 +389,3 @@ def test_a_finish_is_heard_when_the_step_that_read_it_comes_to_dispatch(
     planner.step()
     lags = [lag for span in planner.report._heard.values() for lag in span]
     assert len(lags) == 1 and lags[0] >= 80.0
-

@@ -140,7 +140,6 @@ def test_what_a_user_points_the_simulator_at_fails_as_a_data_error(tmp_path: Pat
         Profile.from_json(b"{}")
 
 
-
 def test_every_dispatch_is_kept(synthetic_run: list[object]) -> None:
     """For the simulator's replay of the planner's loop (``loop.py``): each ``batch.dispatched`` of
     the model, those whose batch never ran included, in ms after the run's first submission."""
