@@ -90,6 +90,10 @@ class EmbeddedServer:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
     def returncode(self) -> int | None:
         return None if self._proc is None else self._proc.returncode
 

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +60,7 @@ class Stack:
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._env: dict[str, str] = {}
         self._args: dict[str, list[str]] = {}
+        self._sigterm: signal.Handlers | None = None
 
     @property
     def embedded(self) -> bool:
@@ -190,10 +192,42 @@ class Stack:
             self.server = None
 
     def __enter__(self: _S) -> _S:
-        return self.start()
+        self._sigterm = _exit_on_sigterm()
+        try:
+            return self.start()
+        except BaseException:
+            self.__exit__(None, None, None)  # a half-started stack: what did start is stopped
+            raise
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
+        old, self._sigterm = self._sigterm, None
+        if old is not None:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the stop short
+        try:
+            self.stop()
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+
+
+def _exit_on_sigterm() -> signal.Handlers | None:
+    """Make SIGTERM unwind the main thread (``SystemExit``) while a stack is open; returns the
+    handler to put back, or None when there is nothing to change (not the main thread, or a
+    handler of the process's own, such as ``adaserve up``'s, is in place).
+
+    Python's default for SIGTERM ends the process without unwinding, so a benchmark stopped by
+    ``kill`` or a timeout left its server, planner and workers running, serving or loading the
+    machine it shared with whatever ran next."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    return signal.SIG_DFL
 
 
 def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -48,3 +52,40 @@ def test_a_restarted_planner_is_serving_when_restart_returns(tmp_path: Path) -> 
         names = [n.decode() for n in r.hkeys(Keys(stack.settings.namespace).planners)]
         assert [n for n in names if n.endswith(f"-{new.pid}")], names  # it has stepped: its first report is in
         r.close()
+
+
+def test_sigterm_to_the_process_that_opened_a_stack_stops_its_children(tmp_path: Path) -> None:
+    """A benchmark stopped by ``kill`` or a timeout left its server and planner serving."""
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import sys, time, uuid\n"
+        "from pathlib import Path\n"
+        "from adaserve.broker import load_settings\n"
+        "from adaserve.stack import Stack\n"
+        "settings = load_settings(redis_url='', namespace='st' + uuid.uuid4().hex[:6], data_dir=Path(sys.argv[1]))\n"
+        "with Stack(settings, cpu_workers=0, gpu_worker=False, persist=False) as stack:\n"
+        "    assert stack.server is not None\n"
+        "    print(stack.child('planner').pid, stack.server.pid, flush=True)\n"
+        "    time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "data")], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        pids = [int(x) for x in proc.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+        assert not any(_alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a child that exited but was not yet reaped by a parent that died is a zombie: gone
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
