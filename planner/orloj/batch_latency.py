@@ -20,6 +20,7 @@ moment, so it does not go stale while they move.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from collections.abc import Sequence
@@ -56,7 +57,8 @@ class BatchLatencyFit(RlsCoefficients):
     def update(self, size: int, batch_max: float, seconds: float) -> bool:
         """Learn from one finished batch; False when the observation was unusable."""
         x_k = size * batch_max
-        if size <= 0 or not np.isfinite(seconds) or seconds <= 0 or not np.isfinite(x_k) or x_k <= 0:
+        # math, not numpy: two numpy calls on scalars were half of this update's cost
+        if size <= 0 or not math.isfinite(seconds) or seconds <= 0 or not math.isfinite(x_k) or x_k <= 0:
             return False
         self._rls.update(x_k, seconds)
         got = self._recent.get(size)
