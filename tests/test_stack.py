@@ -68,6 +68,7 @@ def test_sigterm_to_the_process_that_opened_a_stack_stops_its_children(tmp_path:
         "    print(stack.child('planner').pid, stack.server.pid, flush=True)\n"
         "    time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "data")], stdout=subprocess.PIPE)
+    pids: list[int] = []
     try:
         assert proc.stdout is not None
         pids = [int(x) for x in proc.stdout.readline().split()]
@@ -79,6 +80,9 @@ def test_sigterm_to_the_process_that_opened_a_stack_stops_its_children(tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+        for pid in pids:  # what a failing stack left behind
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:
