@@ -91,5 +91,8 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # a child that exited but was not yet reaped by a parent that died is a zombie: gone
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:  # reaped in between
+        return False

@@ -264,7 +264,7 @@ class OrlojScheduler(Scheduler):
         app, gid = None, 0
         for items in runs:
             p = items[0]
-            if p.app != app:  # a step's runs are mostly one app's: the call was 28 % of this pass
+            if p.app != app:  # a step's runs are mostly one app's: one lookup per app, not per run
                 app, gid = p.app, self._group(p.app)
             d, c = p.deadline, 1.0 + class_cost * max(p.priority_class, 0)
             sizes_l.append(len(items))
