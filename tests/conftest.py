@@ -1,5 +1,5 @@
 """Session fixtures: one real Redis-compatible server per test session, a fresh namespace per test,
-and a stand-in planner for the SDK and load-generator tests.
+a stand-in planner for the SDK and load-generator tests, and ``alive`` for tests of processes.
 
 ``ADASERVE_TEST_REDIS_URL`` points the suite at an existing server instead (each test still gets
 its own namespace, and its keys are deleted afterwards).
@@ -153,3 +153,22 @@ def acl_user(settings: Settings, r: redis.Redis[bytes]) -> Iterator[Callable[...
     yield make
     if made:
         r.execute_command("ACL", "DELUSER", *made)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a child that exited but was not yet reaped by a parent that died is a zombie: gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:  # reaped in between
+        return False
+
+
+@pytest.fixture
+def alive() -> Callable[[int], bool]:
+    """Whether a process id names a live process (not a zombie), for tests that stop processes."""
+    return _pid_alive

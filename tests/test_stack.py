@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,8 @@ def test_a_restarted_planner_is_serving_when_restart_returns(tmp_path: Path) -> 
         r.close()
 
 
-def test_sigterm_to_the_process_that_opened_a_stack_stops_its_children(tmp_path: Path) -> None:
+def test_sigterm_to_the_process_that_opened_a_stack_stops_its_children(
+        tmp_path: Path, alive: Callable[[int], bool]) -> None:
     """A benchmark stopped by ``kill`` or a timeout left its server and planner serving."""
     script = tmp_path / "hold.py"
     script.write_text(
@@ -72,27 +74,14 @@ def test_sigterm_to_the_process_that_opened_a_stack_stops_its_children(tmp_path:
     try:
         assert proc.stdout is not None
         pids = [int(x) for x in proc.stdout.readline().split()]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert len(pids) == 2 and all(alive(p) for p in pids)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 128 + signal.SIGTERM
-        assert not any(_alive(p) for p in pids)
+        assert not any(alive(p) for p in pids)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
         for pid in pids:  # what a failing stack left behind
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a child that exited but was not yet reaped by a parent that died is a zombie: gone
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:  # reaped in between
-        return False

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,15 +18,7 @@ from adaserve.embedded import EmbeddedServer, free_port
 pytestmark = pytest.mark.slow
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
-
-
-def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path) -> None:
+def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path, alive: Callable[[int], bool]) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ADASERVE_REDIS_URL"}
     env["ADASERVE_DATA_DIR"] = str(tmp_path)
     port = free_port()
@@ -48,7 +41,7 @@ def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path) -> No
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
     time.sleep(0.5)
-    assert not [c for c in children if _alive(c)]
+    assert not [c for c in children if alive(c)]
     assert (tmp_path / "server" / "appendonlydir").is_dir()  # the embedded server kept an AOF
 
 
