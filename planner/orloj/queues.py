@@ -1,216 +1,197 @@
-"""Algorithm 1's per-batch-size queues ``Q_bs``, stored once for all sizes, as arrays.
+"""Algorithm 1's per-batch-size queues ``Q_bs``, stored once for all sizes.
 
 A request's expected batch latency grows with the batch size, so the sizes it can still make
 are always ``1..K`` for some largest size ``K``, which only shrinks as its deadline nears. The
-queues are therefore nested, and one slot per request holds all of them: ``top[slot]`` is the
-index of ``K`` (``Q_bs`` = slots with ``top >= index(bs)``), and row ``i`` of ``alpha``/``beta``
-is the request's score coefficients in size ``i``'s queue (score ``alpha * X + beta`` with
-``X = e^{b t}``; ``beta = -inf`` outside the queue). Leaving a size is a write to ``top``,
-leaving all of them is freeing the slot.
+queues are therefore nested: a request is filed once, under the index ``top`` of its ``K``
+(``Q_bs`` = the requests filed under ``index(bs)`` or above), and leaving a size is moving it
+down, leaving all of them is removing it.
 
-A slot holds a *run*: requests that share app, deadline and class (a job's requests), and so
-every figure above. ``size[slot]`` is how many; ``count`` and ``len`` count requests. A slot per
-request made every scan, write and release pay per request for what is the same for a whole job:
-live, ORLOJ's insertion and expiry were its largest costs in a planner that had fallen behind.
-A batch that needs only part of a run takes the run's first requests and leaves the rest in the
-slot (``take``).
+What is filed is a *run* (``Run``): requests that share app, deadline and class (a job's
+requests), and so every figure below. ``n`` is how many; ``count`` and ``len`` count requests.
+A batch that needs only part of a run takes the run's first requests and leaves the rest filed
+(``take``).
 
-Everything that changes with time is a per-slot time, so finding what is due is one vectorised
-comparison rather than a heap per event: ``drop_at`` (when the request can no longer make its
-largest size) and ``next_ms[i]`` (its next milestone in size ``i``'s queue).
+Everything is plain Python objects, lists and dicts. The arrays this replaced cost a numpy call
+(a microsecond or more) per figure per step, on queues of a few dozen runs: live, ORLOJ's calls
+then cost its planner three times EDF's CPU, which at saturation was the finish rate it lost
+(docs/orloj.md, "Sixteenth session"). When a run must leave its largest size is one time,
+``drop_at``, kept in a heap: finding what is due is a look at its head.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+import math
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
+from adaserve.planner.orloj.mirror import ScoreMirror
 
-__all__ = ["SizeQueues"]
+__all__ = ["Group", "Run", "SizeQueues"]
+
+# One app's figures in one generation of tables: ``E[L_B]`` per size (non-decreasing), and per
+# size the score's segments (breaks, a, beta: ``ScoreSegments``).
+Group = tuple[tuple[float, ...], tuple[tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]], ...]]
+
+
+class Run:
+    """Requests that share app, deadline and class, filed together."""
+
+    __slots__ = ("coef", "cost", "deadline", "decay", "drop_at", "ests", "items", "key", "n", "segs", "slot", "top")
+
+    def __init__(self, items: list[Any], key: int, group: Group, deadline: float, cost: float, decay: float,
+                 top: int) -> None:
+        self.items, self.n, self.key = items, len(items), key
+        self.ests, self.segs = group
+        self.deadline, self.cost, self.decay = deadline, cost, decay
+        self.top = top  # -1: filed nowhere
+        self.drop_at = deadline - self.ests[top]  # when the deadline no longer allows size ``top``
+        # Per size index, the score's coefficients and next milestone, ``[alpha, beta, next_ms]``
+        # (score ``alpha * X + beta``); None until first read (a size's queue is ranked rarely,
+        # and most runs leave before theirs is).
+        self.coef: list[list[float] | None] = [None] * len(self.ests)
+        self.slot = -1  # its slot in the queues' ``ScoreMirror`` while they keep one
 
 
 class SizeQueues:
-    def __init__(self, n_sizes: int, capacity: int = 256) -> None:
+    # Filed runs past which the queues keep a ``ScoreMirror`` (ranking by arrays), and below
+    # which they drop it: Python ranks a few dozen runs cheaper, numpy thousands.
+    ATTACH = 128
+    DETACH = 32
+
+    def __init__(self, n_sizes: int) -> None:
         self.n = n_sizes
-        self.alpha = np.zeros((n_sizes, capacity))
-        self.beta = np.full((n_sizes, capacity), -np.inf)
-        self.next_ms = np.full((n_sizes, capacity), np.inf)
-        self.top = np.full(capacity, -1, dtype=np.int64)
-        self.gid = np.zeros(capacity, dtype=np.int64)
-        self.deadline = np.full(capacity, np.inf)
-        self.drop_at = np.full(capacity, np.inf)
-        self.decay = np.zeros(capacity)
-        self.cost = np.zeros(capacity)
-        self.est = np.full((capacity, n_sizes), np.inf)  # E[L_B] per size, non-decreasing
-        self.size = np.zeros(capacity, dtype=np.int64)  # requests in the slot's run
-        self.items: list[Any] = [None] * capacity  # the run: a list of requests
-        self.count = np.zeros(n_sizes, dtype=np.int64)  # requests whose largest size is index i
-        # ``count.sum()``, kept as a Python int: the planner asks the queue's length several times
-        # per step, and a numpy sum per ask was 3.5 % of its samples (issue 15's sixth round).
-        self.members_total = 0
-        self._free: list[int] = list(range(capacity - 1, -1, -1))
-        self.high = 0  # one past the highest slot ever used: scans cover slots [0, high)
+        self.runs_total = 0
+        self.mirror: ScoreMirror | None = None
+        self.filed: list[dict[int, Run]] = [{} for _ in range(n_sizes)]  # by top, in the order filed
+        self.count = [0] * n_sizes  # requests whose largest size is index i
+        self.members_total = 0  # ``sum(count)``: the planner asks the length several times a step
+        self._drops: list[tuple[float, int, Run]] = []  # (drop_at, key, run); stale entries skipped
 
-    def _grow(self) -> None:
-        old = self.top.size
+    def add(self, run: Run) -> None:
+        top = run.top
+        self.filed[top][run.key] = run
+        self.count[top] += run.n
+        self.members_total += run.n
+        self.runs_total += 1
+        heapq.heappush(self._drops, (run.drop_at, run.key, run))
+        if self.mirror is not None:
+            self.mirror.file(run)
 
-        def more(a: np.ndarray, fill: float, axis: int) -> np.ndarray:
-            shape = list(a.shape)
-            shape[axis] = old
-            return np.concatenate([a, np.full(shape, fill, dtype=a.dtype)], axis=axis)
+    def lower(self, run: Run, top: int) -> None:
+        """``run`` (filed) now belongs to the queues of sizes ``0..top`` only (``0 <= top``)."""
+        old = run.top
+        del self.filed[old][run.key]
+        self.count[old] -= run.n
+        self.filed[top][run.key] = run
+        self.count[top] += run.n
+        run.top = top
+        run.drop_at = run.deadline - run.ests[top]
+        heapq.heappush(self._drops, (run.drop_at, run.key, run))
+        if self.mirror is not None:
+            self.mirror.moved(run)
 
-        self.alpha, self.beta = more(self.alpha, 0.0, 1), more(self.beta, -np.inf, 1)
-        self.next_ms = more(self.next_ms, np.inf, 1)
-        self.top, self.gid = more(self.top, -1, 0), more(self.gid, 0, 0)
-        self.deadline, self.drop_at = more(self.deadline, np.inf, 0), more(self.drop_at, np.inf, 0)
-        self.decay, self.cost, self.est = more(self.decay, 0.0, 0), more(self.cost, 0.0, 0), more(self.est, np.inf, 0)
-        self.size = more(self.size, 0, 0)
-        self.items.extend([None] * old)
-        self._free.extend(range(2 * old - 1, old - 1, -1))
+    def release(self, run: Run) -> list[Any]:
+        """``run`` leaves every queue; its requests."""
+        del self.filed[run.top][run.key]
+        self.count[run.top] -= run.n
+        self.members_total -= run.n
+        self.runs_total -= 1
+        run.top = -1
+        if self.mirror is not None:
+            self.mirror.left(run)
+        return run.items
 
-    def alloc(self, size: int = 1) -> int:
-        """A slot for a run of ``size`` requests (stored by the caller in ``items``)."""
-        if not self._free:
-            self._grow()
-        slot = self._free.pop()
-        self.size[slot] = size
-        if slot >= self.high:
-            self.high = slot + 1
-        return slot
+    def next_drop(self) -> float:
+        """No run is due to leave a size before this time (a bound: it may be a stale entry's)."""
+        return self._drops[0][0] if self._drops else math.inf
 
-    def alloc_many(self, n: int, sizes: np.ndarray | int = 1) -> tuple[slice | np.ndarray, Sequence[int]]:
-        """Slots for ``n`` runs of ``sizes`` requests, in their order: as an index (a slice when
-        they are one ascending run, the free list's usual answer, else an index array) and as a
-        sequence of ints."""
-        while len(self._free) < n:
-            self._grow()
-        free = self._free
-        lo = free[-1]
-        taken = free[-n:]
-        del free[-n:]
-        if taken == list(range(lo + n - 1, lo - 1, -1)):
-            index: slice | np.ndarray = slice(lo, lo + n)
-            slots: Sequence[int] = range(lo, lo + n)
-        else:
-            slots = taken[::-1]
-            index = np.asarray(slots, dtype=np.int64)
-        self.high = max(self.high, max(slots) + 1)
-        self.size[index] = sizes
-        return index, slots
-
-    def enter(self, slot: int, top: int) -> None:
-        """The run in ``slot`` now belongs to the queues of sizes ``0..top`` (indices)."""
-        old, n = int(self.top[slot]), int(self.size[slot])
-        if old >= 0:
-            self.count[old] -= n
-            self.members_total -= n
-            if top < old:
-                self.beta[top + 1:old + 1, slot] = -np.inf
-                self.next_ms[top + 1:old + 1, slot] = np.inf
-        self.top[slot] = top
-        if top >= 0:
-            self.count[top] += n
-            self.members_total += n
-
-    def lower(self, slots: np.ndarray, tops: np.ndarray) -> None:
-        """``enter`` for many slots at once, each to a smaller (or no) largest size."""
-        old, n = self.top[slots], self.size[slots]
-        self.count -= np.bincount(old, weights=n, minlength=self.n).astype(np.int64)
-        keep = tops >= 0
-        self.count += np.bincount(tops[keep], weights=n[keep], minlength=self.n).astype(np.int64)
-        self.members_total -= int(n[~keep].sum())
-        rows = np.arange(self.n)[:, None]
-        out = (rows > tops[None, :]) & (rows <= old[None, :])
-        beta, nxt = self.beta[:, slots], self.next_ms[:, slots]
-        beta[out], nxt[out] = -np.inf, np.inf
-        self.beta[:, slots], self.next_ms[:, slots] = beta, nxt
-        self.top[slots] = tops
-
-    def release(self, slot: int) -> Any:
-        """The run leaves every queue; returns what was stored with it."""
-        old, n = int(self.top[slot]), int(self.size[slot])
-        if old >= 0:
-            self.count[old] -= n
-            self.members_total -= n
-        self.beta[:, slot] = -np.inf
-        self.next_ms[:, slot] = np.inf
-        self.top[slot] = -1
-        self.deadline[slot] = self.drop_at[slot] = np.inf
-        self.size[slot] = 0
-        item, self.items[slot] = self.items[slot], None
-        self._free.append(slot)
-        return item
-
-    def release_many(self, slots: np.ndarray) -> list[Any]:
-        """``release`` for many slots at once: their runs' requests, one list, run after run."""
-        if not slots.size:
-            return []
-        # The counts in Python: a batch releases a few runs, where bincount, a sum and their
-        # masks were a third of this call (``np.subtract.at`` cost more still).
-        count, left = self.count, 0
-        for old, n in zip(self.top[slots].tolist(), self.size[slots].tolist()):
-            if old >= 0:
-                count[old] -= n
-                left += n
-        self.members_total -= left
-        self.beta[:, slots] = -np.inf
-        self.next_ms[:, slots] = np.inf
-        self.top[slots] = -1
-        self.size[slots] = 0
-        self.deadline[slots] = self.drop_at[slots] = np.inf
-        idx = slots.tolist()
-        items = self.items
-        out = [p for i in idx for p in items[i]]
-        for i in idx:
-            items[i] = None
-        self._free.extend(idx)
-        return out
-
-    def take(self, slots: np.ndarray, k: int) -> tuple[list[Any], int]:
-        """The first ``k`` requests of ``slots``' runs, in order, and how many slots they came
-        from: the runs wholly taken leave, and a last run that holds more than is needed keeps
-        its remaining requests in its slot."""
-        whole, total = 0, 0  # runs that fit whole (a cumsum and a search cost more for a few runs)
-        for n in self.size[slots].tolist():
-            if total + n > k:
-                break
-            total += n
-            whole += 1
-        out = self.release_many(slots[:whole])
-        short = k - len(out)
-        if short <= 0 or whole >= slots.size:
-            return out, whole
-        slot = int(slots[whole])  # a member of the queue: its top is at least the batch's size
-        run = self.items[slot]
-        out.extend(run[:short])
-        self.items[slot] = run[short:]
-        self.size[slot] -= short
-        self.count[self.top[slot]] -= short
-        self.members_total -= short
-        return out, whole + 1
+    def due(self, now: float) -> Iterator[Run]:
+        """The filed runs whose ``drop_at`` is before ``now``, earliest first, each out of the heap:
+        the caller lowers or releases it."""
+        drops = self._drops
+        while drops and drops[0][0] < now:
+            at, _, run = heapq.heappop(drops)
+            if run.top >= 0 and run.drop_at == at:  # else released, or lowered since (pushed again)
+                yield run
 
     def members(self, i: int) -> int:
         """``|Q|`` of size index ``i``, in requests."""
-        return int(self.count[i:].sum())
+        return sum(self.count[i:])
 
-    def best(self, i: int, k: int, x: float) -> list[int]:
-        """Slots of the ``k`` best scores at ``X = x`` in size index ``i``'s queue, best first
-        (a slot holds at least one request: ``k`` slots hold at least ``k`` requests).
+    def queue(self, i: int) -> Iterator[Run]:
+        """The runs of size index ``i``'s queue."""
+        for t in range(i, self.n):
+            yield from self.filed[t].values()
 
-        Slots outside the queue have ``beta = -inf``, so no mask is needed.
-        """
-        scores = self.alpha[i, :self.high] * x
-        scores += self.beta[i, :self.high]
-        n = scores.size
-        idx = np.argpartition(scores, n - k)[n - k:] if k < n else np.arange(n)
-        idx = idx[np.argsort(-scores[idx], kind="stable")]
-        picked: list[int] = idx[scores[idx] > -np.inf].tolist()
-        return picked
+    def runs(self) -> Iterator[Run]:
+        return self.queue(0)
+
+    def release_queue(self, i: int) -> tuple[list[Any], list[Run]]:
+        """Every run of size index ``i``'s queue leaves: their requests, and the runs."""
+        out: list[Any] = []
+        runs: list[Run] = []
+        for t in range(i, self.n):
+            filed = self.filed[t]
+            if not filed:
+                continue
+            got = list(filed.values())
+            filed.clear()
+            left = 0
+            for run in got:
+                run.top = -1
+                out += run.items
+                left += run.n
+            self.count[t] -= left
+            self.members_total -= left
+            self.runs_total -= len(got)
+            runs += got
+        if self.mirror is not None:
+            for run in runs:
+                self.mirror.left(run)
+        return out, runs
+
+    def take(self, order: Iterable[Run], k: int) -> tuple[list[Any], int]:
+        """The first ``k`` requests of ``order``'s runs, in order, and how many runs they came
+        from: the runs wholly taken leave, and a last run that holds more than is needed keeps
+        its remaining requests filed."""
+        out: list[Any] = []
+        used = 0
+        for run in order:
+            short = k - len(out)
+            if short <= 0:
+                break
+            used += 1
+            if run.n <= short:
+                out += self.release(run)
+                continue
+            out += run.items[:short]
+            run.items = run.items[short:]
+            run.n -= short
+            self.count[run.top] -= short
+            self.members_total -= short
+            break
+        return out, used
+
+    def mirrored(self) -> ScoreMirror | None:
+        """The queues' ``ScoreMirror``, kept while more than ``ATTACH`` runs are filed and
+        dropped below ``DETACH``; None while ranking in Python is the cheaper."""
+        if self.mirror is None and self.runs_total > self.ATTACH:
+            self.mirror = ScoreMirror(self.n, self.runs())
+        elif self.mirror is not None and self.runs_total < self.DETACH:
+            self.mirror.detach()
+            self.mirror = None
+        return self.mirror
 
     def rebase(self, factor: float) -> None:
-        self.alpha *= factor
-        self.decay *= factor
+        """Every filed run's decay and cached ``alpha`` times ``factor``."""
+        if self.mirror is not None:
+            self.mirror.rebase(factor)
+        for run in self.runs():
+            run.decay *= factor
+            for c in run.coef:
+                if c is not None:
+                    c[0] *= factor
 
     def __len__(self) -> int:
         return self.members_total

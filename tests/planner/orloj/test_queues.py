@@ -1,86 +1,90 @@
-import numpy as np
+import math
 
-from adaserve.planner.orloj.queues import SizeQueues
+from adaserve.planner.orloj.queues import Group, Run, SizeQueues
+
+# three sizes whose estimates are 1, 2 and 4 s; one segment each (no break), a = beta = 1
+GROUP: Group = ((1.0, 2.0, 4.0), (((), (1.0,), (1.0,)),) * 3)
+
+
+def _run(q: SizeQueues, key: int, top: int, deadline: float = 10.0, n: int = 1, name: str = "x") -> Run:
+    run = Run([f"{name}{j}" for j in range(n)], key, GROUP, deadline, 1.0, 1.0, top)
+    q.add(run)
+    return run
 
 
 def test_nested_membership_counts_and_release() -> None:
-    q = SizeQueues(3, capacity=2)
-    slots = [q.alloc() for _ in range(5)]  # grows past the initial capacity
-    assert len(set(slots)) == 5
-    for s, top in zip(slots, [2, 2, 1, 0, 0]):
-        for i in range(top + 1):
-            q.alpha[i, s], q.beta[i, s] = 0.0, float(s)
-        q.enter(s, top)
+    q = SizeQueues(3)
+    runs = [_run(q, k, top) for k, top in enumerate([2, 2, 1, 0, 0])]
     assert [q.members(i) for i in range(3)] == [5, 3, 2]
-    q.enter(slots[0], 0)  # leaves the queues of sizes 1 and 2
+    q.lower(runs[0], 0)  # leaves the queues of sizes 1 and 2
     assert [q.members(i) for i in range(3)] == [5, 2, 1]
-    assert np.isneginf(q.beta[1, slots[0]]) and np.isneginf(q.beta[2, slots[0]])
-    q.release(slots[1])
-    assert len(q) == 4 and [q.members(i) for i in range(3)] == [4, 1, 0]
-    assert q.alloc() == slots[1]  # slots are reused
+    assert runs[0] not in set(q.queue(1)) and runs[0] in set(q.queue(0))
+    assert q.release(runs[1]) == ["x0"]
+    assert len(q) == 4 and [q.members(i) for i in range(3)] == [4, 1, 0] and runs[1].top == -1
+    assert set(q.queue(1)) == {runs[2]}
 
 
-def test_best_ranks_by_alpha_x_plus_beta_within_the_queue() -> None:
-    q = SizeQueues(2, capacity=8)
-    rows = {0: (1.0, 0.0, 1), 1: (-1.0, 5.0, 1), 2: (0.0, 2.0, 0), 3: (2.0, -1.0, 1)}
-    for a, b, top in rows.values():  # slots are handed out in order: slot == key
-        s = q.alloc()
-        for i in range(top + 1):
-            q.alpha[i, s], q.beta[i, s] = a, b
-        q.enter(s, top)
-    # at X = 1: scores 1, 4, 2 (size-0 queue only), 1
-    assert q.best(1, 2, 1.0) == [1, 0] or q.best(1, 2, 1.0) == [1, 3]
-    assert q.best(0, 2, 1.0) == [1, 2]
-    # at X = 4: scores 4, 1, -, 7
-    assert q.best(1, 3, 4.0) == [3, 0, 1]
-    assert q.best(1, 10, 4.0) == [3, 0, 1]  # never more than the queue holds
+def test_a_run_is_due_to_leave_its_size_when_its_deadline_no_longer_allows_it() -> None:
+    q = SizeQueues(3)
+    a = _run(q, 0, 2, deadline=10.0)  # leaves size index 2 after 6 s (10 - 4)
+    b = _run(q, 1, 1, deadline=5.0)  # leaves size index 1 after 3 s (5 - 2)
+    assert q.next_drop() == 3.0
+    assert list(q.due(3.0)) == []  # not yet: strictly before now
+    assert list(q.due(3.5)) == [b]
+    q.lower(b, 0)  # pushed again, due after 4 s
+    assert list(q.due(5.0)) == [b]
+    q.release(b)
+    q.lower(a, 1)  # its old entry (6 s) is stale now, the new one is 8 s
+    assert list(q.due(7.0)) == [] and list(q.due(9.0)) == [a]
+    assert q.next_drop() == math.inf
 
 
-def test_rebase_scales_alpha() -> None:
-    q = SizeQueues(1, capacity=1)
-    s = q.alloc()
-    q.alpha[0, s] = 2.0
-    q.rebase(3.0)
-    assert q.alpha[0, s] == 6.0
+def test_release_queue_empties_the_queue_of_a_size_and_keeps_the_others() -> None:
+    q = SizeQueues(3)
+    a, b, c = _run(q, 0, 2, n=2, name="a"), _run(q, 1, 1, name="b"), _run(q, 2, 0, n=3, name="c")
+    got, runs = q.release_queue(1)
+    assert sorted(got) == ["a0", "a1", "b0"] and set(runs) == {a, b}
+    assert len(q) == 3 and q.count == [3, 0, 0] and a.top == b.top == -1 and c.top == 0
+    assert list(q.due(100.0)) == [c]  # the released runs' entries are stale
 
 
-def test_lower_and_release_many() -> None:
-    q = SizeQueues(3, capacity=4)
-    slots = np.array([q.alloc() for _ in range(3)])
-    for s in slots:
-        q.beta[:, s] = 1.0
-        q.items[s] = [f"item{s}"]
-        q.enter(int(s), 2)
-    q.lower(slots[:2], np.array([0, 1]))
-    assert q.count.tolist() == [1, 1, 1]
-    assert np.isneginf(q.beta[1:, slots[0]]).all() and q.beta[1, slots[1]] == 1.0
-    assert q.release_many(slots[1:]) == [f"item{slots[1]}", f"item{slots[2]}"]
-    assert len(q) == 1 and q.members(0) == 1 and np.isneginf(q.beta[:, slots[2]]).all()
-
-
-def test_a_slot_holds_a_run_counted_per_request() -> None:
-    q = SizeQueues(3, capacity=2)
-    a, b = q.alloc(4), q.alloc(2)
-    q.items[a], q.items[b] = ["a0", "a1", "a2", "a3"], ["b0", "b1"]
-    q.enter(a, 2)
-    q.enter(b, 1)
-    assert len(q) == 6 and [q.members(i) for i in range(3)] == [6, 6, 4]
-    q.lower(np.array([a]), np.array([0]))
-    assert [q.members(i) for i in range(3)] == [6, 2, 0]
-    assert q.release_many(np.array([b, a])) == ["b0", "b1", "a0", "a1", "a2", "a3"]
-    assert len(q) == 0 and q.count.tolist() == [0, 0, 0] and q.size[a] == q.size[b] == 0
-
-
-def test_take_splits_the_last_run_and_leaves_the_rest_in_its_slot() -> None:
-    q = SizeQueues(2, capacity=4)
-    slots = [q.alloc(n) for n in (2, 3, 4)]
-    for s, name in zip(slots, "abc"):
-        q.items[s] = [f"{name}{j}" for j in range(q.size[s])]
-        q.enter(s, 1)
-    order = np.array([slots[1], slots[0], slots[2]])
-    got, used = q.take(order, 4)
+def test_take_splits_the_last_run_and_leaves_the_rest_filed() -> None:
+    q = SizeQueues(2)
+    a, b, c = (_run(q, k, 1, n=n, name=name) for k, (n, name) in enumerate([(2, "a"), (3, "b"), (4, "c")]))
+    got, used = q.take([b, a, c], 4)
     assert got == ["b0", "b1", "b2", "a0"] and used == 2
-    assert q.items[slots[0]] == ["a1"] and q.size[slots[0]] == 1 and q.top[slots[0]] == 1
-    assert len(q) == 5 and q.count.tolist() == [0, 5] and q.top[slots[1]] == -1
-    got, used = q.take(np.array([slots[0], slots[2]]), 5)  # whole runs only
+    assert a.items == ["a1"] and a.n == 1 and a.top == 1
+    assert len(q) == 5 and q.count == [0, 5] and b.top == -1
+    got, used = q.take([a, c], 5)  # whole runs only
     assert got == ["a1", "c0", "c1", "c2", "c3"] and used == 2 and len(q) == 0
+
+
+def test_rebase_scales_decay_and_the_cached_alphas() -> None:
+    q = SizeQueues(3)
+    run = _run(q, 0, 2)
+    run.coef[1] = [2.0, 5.0, 7.0]
+    q.rebase(3.0)
+    assert run.decay == 3.0 and run.coef[1] == [6.0, 5.0, 7.0] and run.coef[0] is None
+
+
+def test_the_mirror_ranks_by_score_ties_to_the_earlier_filed_and_only_the_queue_s_runs() -> None:
+    q = SizeQueues(3)
+    q.ATTACH, q.DETACH = 2, 2
+    runs = [_run(q, key, top) for key, top in [(5, 2), (1, 2), (3, 1), (2, 2), (4, 0)]]
+    for run, (a, b) in zip(runs, [(1.0, 0.0), (0.0, 1.0), (0.0, 9.0), (0.0, 1.0), (0.0, 9.0)]):
+        for row in range(run.top + 1):
+            run.coef[row] = [a, b, math.inf]
+    m = q.mirrored()
+    assert m is not None
+    # at X = 1 every run of size index 2's queue scores 1: the earlier filed first
+    assert m.best(2, 2, 1.0) == [runs[1], runs[3]]
+    assert m.best(2, 9, 2.0) == [runs[0], runs[1], runs[3]]  # X = 2: alpha counts
+    assert m.best(0, 2, 1.0) == [runs[2], runs[4]]
+    assert m.due(2, 0.0) == []
+    q.release(runs[1])
+    q.lower(runs[3], 1)
+    assert m.best(2, 9, 1.0) == [runs[0]] and runs[1].slot == -1
+    q.release(runs[0])
+    q.release(runs[2])
+    q.release(runs[3])
+    assert q.mirrored() is None and runs[4].slot == -1  # one run left: ranked in Python again

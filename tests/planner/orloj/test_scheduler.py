@@ -5,6 +5,7 @@ import pytest
 
 from adaserve.planner.core import Feedback, Pending, Scheduler
 from adaserve.planner.orloj import BatchLatencyFit, ExecDistributions, OrlojScheduler
+from adaserve.planner.orloj.queues import Run
 
 
 def _sched(**kw: object) -> OrlojScheduler:
@@ -12,6 +13,10 @@ def _sched(**kw: object) -> OrlojScheduler:
     prior = np.random.default_rng(0).uniform(0.04, 0.10, 400)
     return OrlojScheduler(distributions=ExecDistributions(prior_samples=prior),
                           latency=BatchLatencyFit(0.05, 0.25), **kw)  # type: ignore[arg-type]
+
+
+def _scores_finite(s: OrlojScheduler) -> bool:
+    return all(math.isfinite(v) for run in s.q.runs() for c in run.coef if c is not None for v in c[:2])
 
 
 def _p(i: int, arrival: float, deadline: float, app: str = "a", cls: int = 0) -> Pending:
@@ -122,7 +127,7 @@ def test_no_overflow_over_a_simulated_day() -> None:
         s.add(_p(i, t, t + 1.0), t)
         d = s.next_batch(t + 0.001, 4)
         served += len(d.batch)
-        assert np.all(np.isfinite(s.q.alpha)) and not np.any(np.isnan(s.q.beta))
+        assert _scores_finite(s)
         t += 60.0
     assert served == 1440
     assert s.rebases >= 40  # b * t passes the threshold every 2000 s
@@ -152,11 +157,13 @@ def test_many_refreshes_keep_pending_requests_scored_by_their_own_tables() -> No
         if i % 3 == 0:
             s.next_batch(t, 4)
         t += 0.01
-    assert s.refreshes >= 64 and len(s._ests) < 300  # unused tables were dropped
+    # the scheduler keeps the current generation's tables only; each run keeps its own
+    assert s.refreshes >= 64 and len(s._groups) <= 3
+    assert s.expire(t) == [] and len({id(run.ests) for run in s.q.runs()}) > 1
     served = 0
     while len(s):
         served += len(s.next_batch(t, 4).batch)
-    assert served > 0 and np.all(np.isfinite(s.q.alpha))
+    assert served > 0 and _scores_finite(s)
 
 
 def test_batch_times_alone_are_not_taken_for_request_times() -> None:
@@ -232,34 +239,6 @@ def test_a_request_too_late_on_arrival_is_pending_until_expired() -> None:
     assert [p.job_id for p in s.expire(0.0)] == ["j0"] and len(s) == 0
 
 
-def test_placing_a_step_per_job_gives_the_state_and_batches_of_the_vectorised_pass() -> None:
-    # A step's few jobs are placed per job (their requests share every figure); more jobs take the
-    # vectorised pass. Both leave the very same queues, and so the same decisions.
-    rng = np.random.default_rng(7)
-    per_job, vectorised = _sched(sizes=(1, 2, 4, 8), group_limit=6), _sched(sizes=(1, 2, 4, 8), group_limit=0)
-    t, job = 0.0, 0
-    for step in range(60):
-        for _ in range(int(rng.integers(1, 4))):  # jobs of 1-5 requests, some already too late
-            deadline = t + float(rng.choice([0.05, 0.3, 1.0, 3.0]))
-            app, cls = f"a{job % 2}", int(rng.integers(0, 2))
-            for r in range(int(rng.integers(1, 6))):
-                for s in (per_job, vectorised):
-                    s.add(Pending(f"j{job}", f"r{r}", app, "m", t, deadline, priority_class=cls, seq=job), t)
-            job += 1
-        assert len(per_job) == len(vectorised)
-        qa, qb = per_job.q, vectorised.q
-        for name in ("top", "gid", "deadline", "drop_at", "decay", "cost", "est", "count", "size"):
-            np.testing.assert_array_equal(getattr(qa, name), getattr(qb, name), err_msg=name)
-        np.testing.assert_array_equal(qa.beta, qb.beta)
-        np.testing.assert_array_equal(qa.next_ms, qb.next_ms)
-        if step % 3 == 2:
-            da, db = per_job.next_batch(t, 8), vectorised.next_batch(t, 8)
-            assert [p.key for p in da.batch] == [p.key for p in db.batch]
-            assert [p.key for p in da.expired] == [p.key for p in db.expired]
-        t += 0.04
-    assert job > 60 and per_job._doomed == vectorised._doomed
-
-
 def test_counting_does_not_place_so_a_steps_jobs_are_placed_together() -> None:
     """The planner asks ``len`` as it admits each job; placing there placed each job alone."""
     s = _sched(sizes=(1, 2, 4, 8))
@@ -288,21 +267,21 @@ def test_the_queue_s_length_is_its_members_count_through_arrivals_batches_and_ex
         if rng.random() < 0.3:
             s.expire(t)
         len(s)  # places what arrived
-        h = s.q.high
-        assert len(s.q) == int(s.q.count.sum()) == int(s.q.size[:h][s.q.top[:h] >= 0].sum())
-        assert int(s.q.size[:h].sum()) == sum(len(s.q.items[j]) for j in range(h) if s.q.items[j] is not None)
+        runs = list(s.q.runs())
+        assert len(s.q) == sum(s.q.count) == sum(run.n for run in runs)
+        assert all(run.n == len(run.items) > 0 and s.q.filed[run.top][run.key] is run for run in runs)
     assert i > 500
 
 
 def _counting(s: OrlojScheduler, calls: list[int]) -> OrlojScheduler:
-    """``s``, counting its queue re-scorings (one per batch ranked by its scores)."""
-    milestones = s._milestones
+    """``s``, counting its queue rankings (one per batch ranked by its scores)."""
+    ranked = s._ranked
 
-    def counted(i: int, now: float) -> None:
+    def counted(i: int, now: float) -> list[Run]:
         calls.append(i)
-        milestones(i, now)
+        return ranked(i, now)
 
-    s._milestones = counted  # type: ignore[method-assign]
+    s._ranked = counted  # type: ignore[method-assign]
     return s
 
 
@@ -361,3 +340,30 @@ def test_a_full_batch_s_estimate_is_what_full_batches_take() -> None:
     assert est[-1] == pytest.approx(0.0042, rel=0.01)  # seen: its own batches
     assert est[1] == pytest.approx(0.0012, rel=0.01) and est[2] == pytest.approx(0.0014, rel=0.01)
     assert est[3] == pytest.approx(0.0018, rel=0.05)  # never seen: between its seen neighbours
+
+
+def test_a_long_queue_ranked_by_arrays_gives_the_batches_of_ranking_in_python() -> None:
+    """Past ``ATTACH`` filed runs a ranking reads the scores' mirror arrays; the same requests
+    leave as when every ranking is done run by run in Python (deadlines apart: no ties)."""
+    rng = np.random.default_rng(11)
+    # a fast rebase (b 20/s, every 50 ms): the mirror's alphas must follow the runs'
+    arrays, python = (_sched(sizes=(1, 2, 4, 8), b=20.0, rebase_exponent=1.0) for _ in range(2))
+    arrays.q.ATTACH, arrays.q.DETACH = 6, 3  # attached and dropped many times over the run
+    python.q.ATTACH = 10**9
+    now, ranked, job = 0.0, 0, 0
+    for _ in range(500):
+        for _ in range(int(rng.integers(0, 8))):
+            deadline = now + float(rng.uniform(0.2, 1.5))
+            n, app, cls = int(rng.integers(1, 4)), "ab"[job % 2], job % 2
+            for s in (arrays, python):
+                s.add_many([Pending(f"j{job}", f"r{r}", app, "m", now, deadline, priority_class=cls, seq=job)
+                            for r in range(n)], now)
+            job += 1
+        size = int(rng.choice([4, 8]))
+        got, want = arrays.next_batch(now, size), python.next_batch(now, size)
+        assert sorted(p.key for p in got.batch) == sorted(p.key for p in want.batch)
+        assert sorted(p.key for p in got.expired) == sorted(p.key for p in want.expired)
+        assert got.predicted_s == want.predicted_s
+        ranked += arrays.q.mirror is not None
+        now += float(rng.exponential(0.02))
+    assert ranked > 50 and arrays.rebases > 3
