@@ -22,27 +22,41 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from adaserve.planner.orloj.mirror import ScoreMirror
 
 __all__ = ["Group", "Run", "SizeQueues"]
 
-# One app's figures in one generation of tables: ``E[L_B]`` per size (non-decreasing), and per
-# size the score's segments (breaks, a, beta: ``ScoreSegments``).
-Group = tuple[tuple[float, ...], tuple[tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]], ...]]
+class Group:
+    """One app's figures in one generation of tables: ``E[L_B]`` per size (non-decreasing), and
+    per size the score's segments (breaks, a, beta), read from the tables' entries the first time a
+    run is ranked there (``BatchTables`` makes them only then: most sizes never are)."""
+
+    __slots__ = ("_segments", "entries", "ests")
+
+    def __init__(self, entries: Sequence[Any], ests: tuple[float, ...]) -> None:
+        self.entries, self.ests = entries, ests
+        self._segments: list[tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] | None] = [None] * len(ests)
+
+    def segments(self, row: int) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        got = self._segments[row]
+        if got is None:
+            seg = self.entries[row].segments
+            got = self._segments[row] = (seg.breaks, seg.a, seg.beta)
+        return got
 
 
 class Run:
     """Requests that share app, deadline and class, filed together."""
 
-    __slots__ = ("coef", "cost", "deadline", "decay", "drop_at", "ests", "items", "key", "n", "segs", "slot", "top")
+    __slots__ = ("coef", "cost", "deadline", "decay", "drop_at", "ests", "group", "items", "key", "n", "slot", "top")
 
     def __init__(self, items: list[Any], key: int, group: Group, deadline: float, cost: float, decay: float,
                  top: int) -> None:
         self.items, self.n, self.key = items, len(items), key
-        self.ests, self.segs = group
+        self.group, self.ests = group, group.ests
         self.deadline, self.cost, self.decay = deadline, cost, decay
         self.top = top  # -1: filed nowhere
         self.drop_at = deadline - self.ests[top]  # when the deadline no longer allows size ``top``

@@ -11,8 +11,8 @@ sums over. Everything depends only on (app, k), so it is computed once per snaps
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -23,10 +23,24 @@ from adaserve.planner.orloj.score import ScoreSegments, score_segments
 __all__ = ["BatchTables", "TableEntry"]
 
 
-@dataclass(frozen=True, slots=True)
 class TableEntry:
-    est_s: float  # E[L_B]: expected latency of a batch of k holding this request
-    segments: ScoreSegments
+    """``E[L_B]``, the expected latency of a batch of k holding the request, and the score's
+    segments, made the first time they are read: a rebuild holds the planner's loop, the segments
+    were two thirds of it, and live most sizes are not ranked before the next rebuild."""
+
+    __slots__ = ("_make", "_segments", "est_s")
+
+    def __init__(self, est_s: float, make: Callable[[], ScoreSegments]) -> None:
+        self.est_s = est_s
+        self._make: Callable[[], ScoreSegments] | None = make
+        self._segments: ScoreSegments | None = None
+
+    @property
+    def segments(self) -> ScoreSegments:
+        if self._segments is None:
+            assert self._make is not None
+            self._segments, self._make = self._make(), None
+        return self._segments
 
 
 def _coarsen(edges: np.ndarray, mass: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,17 +85,18 @@ class BatchTables:
             self._entries[(app, k)] = self._entry(mix, k)
 
     def _entry(self, mix: Mixture, k: int) -> TableEntry:
-        edges = self.snapshot.edges
-        counts = [1, k - 1]
-        emax = mix.expected_max(counts)
+        emax = mix.expected_max([1, k - 1])
         fixed = self.c0 + self.margins.get(k, 0.0)  # the whole distribution moves with the margin
         mean = fixed + self.c1 * k * emax
-        mass = mix.max_masses(counts)
-        lat_edges = fixed + self.c1 * k * edges
+        return TableEntry(mean, partial(self._segments, mix, k, fixed, mean))
+
+    def _segments(self, mix: Mixture, k: int, fixed: float, mean: float) -> ScoreSegments:
+        mass = mix.max_masses([1, k - 1])
+        lat_edges = fixed + self.c1 * k * self.snapshot.edges
         nz = np.flatnonzero(mass > 1e-12)
         lo, hi = int(nz[0]), int(nz[-1]) + 1
         e, m = _coarsen(lat_edges[lo:hi + 1], mass[lo:hi], self.score_bins)
-        return TableEntry(mean, score_segments(e, m, mean, self.b))
+        return score_segments(e, m, mean, self.b)
 
     def row(self, app: str) -> tuple[tuple[TableEntry, ...], tuple[float, ...]]:
         """The entries of ``app`` (or of the pool) for every size, in the order of ``sizes``,
