@@ -72,7 +72,6 @@ class SizeQueues:
     # which they drop it: Python ranks a few dozen runs cheaper, numpy thousands.
     ATTACH = 128
     DETACH = 32
-    DROP_BUCKET_S = 0.0005
 
     def __init__(self, n_sizes: int) -> None:
         self.n = n_sizes
@@ -81,11 +80,7 @@ class SizeQueues:
         self.filed: list[dict[int, Run]] = [{} for _ in range(n_sizes)]  # by top, in the order filed
         self.count = [0] * n_sizes  # requests whose largest size is index i
         self.members_total = 0  # ``sum(count)``: the planner asks the length several times a step
-        # When runs must leave their largest size, by buckets of ``DROP_BUCKET_S`` (a timing
-        # wheel): at overload a run is lowered a few times in its last millisecond, and a heap
-        # entry per lowering was the policy's largest cost live. Stale entries are skipped.
-        self._drops: dict[int, list[Run]] = {}
-        self._buckets: list[int] = []  # a heap of the buckets in ``_drops``
+        self._drops: list[tuple[float, int, Run]] = []  # (drop_at, key, run); stale entries skipped
 
     def add(self, run: Run) -> None:
         top = run.top
@@ -93,7 +88,7 @@ class SizeQueues:
         self.count[top] += run.n
         self.members_total += run.n
         self.runs_total += 1
-        self._push(run)
+        heapq.heappush(self._drops, (run.drop_at, run.key, run))
         if self.mirror is not None:
             self.mirror.file(run)
 
@@ -106,7 +101,7 @@ class SizeQueues:
         self.count[top] += run.n
         run.top = top
         run.drop_at = run.deadline - run.ests[top]
-        self._push(run)
+        heapq.heappush(self._drops, (run.drop_at, run.key, run))
         if self.mirror is not None:
             self.mirror.moved(run)
 
@@ -121,39 +116,18 @@ class SizeQueues:
             self.mirror.left(run)
         return run.items
 
-    def _push(self, run: Run) -> None:
-        b = math.floor(run.drop_at / self.DROP_BUCKET_S)
-        got = self._drops.get(b)
-        if got is None:
-            self._drops[b] = [run]
-            heapq.heappush(self._buckets, b)
-        else:
-            got.append(run)
-
     def next_drop(self) -> float:
-        """No run is due to leave a size before this time (a bound: a bucket's start, less one
-        bucket for rounding)."""
-        return (self._buckets[0] - 1) * self.DROP_BUCKET_S if self._buckets else math.inf
+        """No run is due to leave a size before this time (a bound: it may be a stale entry's)."""
+        return self._drops[0][0] if self._drops else math.inf
 
-    def due(self, now: float) -> list[Run]:
-        """The filed runs whose ``drop_at`` is before ``now``: the caller lowers or releases each."""
-        out: list[Run] = []
-        drops, buckets, width = self._drops, self._buckets, self.DROP_BUCKET_S
-        while buckets and (buckets[0] - 1) * width < now:
-            b = heapq.heappop(buckets)
-            keep = []
-            for run in drops.pop(b):
-                if run.top < 0 or math.floor(run.drop_at / width) != b:
-                    continue  # released, or lowered since (its entry is in another bucket)
-                if run.drop_at < now:
-                    out.append(run)
-                else:
-                    keep.append(run)
-            if keep:  # the bucket ``now`` is in: every later one starts after it
-                drops[b] = keep
-                heapq.heappush(buckets, b)
-                break
-        return out
+    def due(self, now: float) -> Iterator[Run]:
+        """The filed runs whose ``drop_at`` is before ``now``, earliest first, each out of the heap:
+        the caller lowers or releases it."""
+        drops = self._drops
+        while drops and drops[0][0] < now:
+            at, _, run = heapq.heappop(drops)
+            if run.top >= 0 and run.drop_at == at:  # else released, or lowered since (pushed again)
+                yield run
 
     def members(self, i: int) -> int:
         """``|Q|`` of size index ``i``, in requests."""
