@@ -29,6 +29,7 @@ from adaserve.planner.orloj.mirror import ScoreMirror
 
 __all__ = ["Group", "Run", "SizeQueues"]
 
+
 class Group:
     """One app's figures in one generation of tables: ``E[L_B]`` per size (non-decreasing), and
     per size the score's segments (breaks, a, beta), read from the tables' entries the first time a
