@@ -30,34 +30,20 @@ from adaserve.planner.orloj.mirror import ScoreMirror
 __all__ = ["Group", "Run", "SizeQueues"]
 
 
-class Group:
-    """One app's figures in one generation of tables: ``E[L_B]`` per size (non-decreasing), and
-    per size the score's segments (breaks, a, beta), read from the tables' entries the first time a
-    run is ranked there (``BatchTables`` makes them only then: most sizes never are)."""
-
-    __slots__ = ("_segments", "entries", "ests")
-
-    def __init__(self, entries: Sequence[Any], ests: tuple[float, ...]) -> None:
-        self.entries, self.ests = entries, ests
-        self._segments: list[tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] | None] = [None] * len(ests)
-
-    def segments(self, row: int) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-        got = self._segments[row]
-        if got is None:
-            seg = self.entries[row].segments
-            got = self._segments[row] = (seg.breaks, seg.a, seg.beta)
-        return got
+# One app's figures in one generation of tables: its ``TableEntry`` per size (whose score segments
+# are made the first time they are read) and ``E[L_B]`` per size (non-decreasing).
+Group = tuple[Sequence[Any], tuple[float, ...]]
 
 
 class Run:
     """Requests that share app, deadline and class, filed together."""
 
-    __slots__ = ("coef", "cost", "deadline", "decay", "drop_at", "ests", "group", "items", "key", "n", "slot", "top")
+    __slots__ = ("coef", "cost", "deadline", "decay", "drop_at", "entries", "ests", "items", "key", "n", "slot", "top")
 
     def __init__(self, items: list[Any], key: int, group: Group, deadline: float, cost: float, decay: float,
                  top: int) -> None:
         self.items, self.n, self.key = items, len(items), key
-        self.group, self.ests = group, group.ests
+        self.entries, self.ests = group
         self.deadline, self.cost, self.decay = deadline, cost, decay
         self.top = top  # -1: filed nowhere
         self.drop_at = deadline - self.ests[top]  # when the deadline no longer allows size ``top``
@@ -76,7 +62,6 @@ class SizeQueues:
 
     def __init__(self, n_sizes: int) -> None:
         self.n = n_sizes
-        self.runs_total = 0
         self.mirror: ScoreMirror | None = None
         self.filed: list[dict[int, Run]] = [{} for _ in range(n_sizes)]  # by top, in the order filed
         self.count = [0] * n_sizes  # requests whose largest size is index i
@@ -88,7 +73,6 @@ class SizeQueues:
         self.filed[top][run.key] = run
         self.count[top] += run.n
         self.members_total += run.n
-        self.runs_total += 1
         heapq.heappush(self._drops, (run.drop_at, run.key, run))
         if self.mirror is not None:
             self.mirror.file(run)
@@ -111,7 +95,6 @@ class SizeQueues:
         del self.filed[run.top][run.key]
         self.count[run.top] -= run.n
         self.members_total -= run.n
-        self.runs_total -= 1
         run.top = -1
         if self.mirror is not None:
             self.mirror.left(run)
@@ -159,7 +142,6 @@ class SizeQueues:
                 left += run.n
             self.count[t] -= left
             self.members_total -= left
-            self.runs_total -= len(got)
             runs += got
         if self.mirror is not None:
             for run in runs:
@@ -191,9 +173,10 @@ class SizeQueues:
     def mirrored(self) -> ScoreMirror | None:
         """The queues' ``ScoreMirror``, kept while more than ``ATTACH`` runs are filed and
         dropped below ``DETACH``; None while ranking in Python is the cheaper."""
-        if self.mirror is None and self.runs_total > self.ATTACH:
+        runs = sum(map(len, self.filed))
+        if self.mirror is None and runs > self.ATTACH:
             self.mirror = ScoreMirror(self.n, self.runs())
-        elif self.mirror is not None and self.runs_total < self.DETACH:
+        elif self.mirror is not None and runs < self.DETACH:
             self.mirror.detach()
             self.mirror = None
         return self.mirror

@@ -102,8 +102,7 @@ class OrlojScheduler(Scheduler):
         """``app``'s estimates and score segments in the current tables."""
         got = self._groups.get(app)
         if got is None:
-            entries, ests = self.tables.row(app)
-            got = self._groups[app] = Group(entries, ests)
+            got = self._groups[app] = self.tables.row(app)
         return got
 
     def _score(self, run: Run, row: int, now: float) -> list[float]:
@@ -112,7 +111,8 @@ class OrlojScheduler(Scheduler):
         c = run.coef[row]
         if c is not None and c[2] > now:
             return c
-        brk, a, bt = run.group.segments(row)
+        segs = run.entries[row].segments
+        brk, a, bt = segs.breaks, segs.a, segs.beta
         dl = run.deadline
         seg = bisect.bisect_left(brk, dl - now)
         # where deadline - now rounds across a break, step down: a milestone always moves on
@@ -174,7 +174,7 @@ class OrlojScheduler(Scheduler):
             if p.app != app:  # a step's runs are mostly one app's: one lookup per app, not per run
                 app, group = p.app, self._group(p.app)
             dl = p.deadline
-            top = bisect.bisect_right(group.ests, dl - now) - 1  # the estimates grow with the size
+            top = bisect.bisect_right(group[1], dl - now) - 1  # the estimates grow with the size
             if top < 0:
                 self._doomed += items
                 continue

@@ -5,7 +5,7 @@ from adaserve.planner.orloj.score import ScoreSegments
 from adaserve.planner.orloj.tables import TableEntry
 
 # three sizes whose estimates are 1, 2 and 4 s; one segment each (no break), a = beta = 1
-GROUP = Group([TableEntry(est, lambda: ScoreSegments((), (1.0,), (1.0,))) for est in (1.0, 2.0, 4.0)], (1.0, 2.0, 4.0))
+GROUP: Group = ([TableEntry(est, lambda: ScoreSegments((), (1.0,), (1.0,))) for est in (1.0, 2.0, 4.0)], (1.0, 2.0, 4.0))
 
 
 def _run(q: SizeQueues, key: int, top: int, deadline: float = 10.0, n: int = 1, name: str = "x") -> Run:
