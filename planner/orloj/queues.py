@@ -67,15 +67,27 @@ class SizeQueues:
         self.count = [0] * n_sizes  # requests whose largest size is index i
         self.members_total = 0  # ``sum(count)``: the planner asks the length several times a step
         self._drops: list[tuple[float, int, Run]] = []  # (drop_at, key, run); stale entries skipped
+        self._compact_at = 256  # heap length that triggers dropping its stale entries
 
     def add(self, run: Run) -> None:
         top = run.top
         self.filed[top][run.key] = run
         self.count[top] += run.n
         self.members_total += run.n
-        heapq.heappush(self._drops, (run.drop_at, run.key, run))
+        self._push(run)
         if self.mirror is not None:
             self.mirror.file(run)
+
+    def _push(self, run: Run) -> None:
+        drops = self._drops
+        heapq.heappush(drops, (run.drop_at, run.key, run))
+        if len(drops) >= self._compact_at:
+            # A run batched or lowered leaves its entry until its time comes, which with long
+            # deadlines is seconds of entries behind a few live ones. Keep the live ones.
+            live = [(r.drop_at, r.key, r) for r in self.runs()]
+            heapq.heapify(live)
+            self._drops = live
+            self._compact_at = max(256, 2 * len(live))
 
     def lower(self, run: Run, top: int) -> None:
         """``run`` (filed) now belongs to the queues of sizes ``0..top`` only (``0 <= top``)."""
@@ -86,19 +98,20 @@ class SizeQueues:
         self.count[top] += run.n
         run.top = top
         run.drop_at = run.deadline - run.ests[top]
-        heapq.heappush(self._drops, (run.drop_at, run.key, run))
+        self._push(run)
         if self.mirror is not None:
             self.mirror.moved(run)
 
     def release(self, run: Run) -> list[Any]:
-        """``run`` leaves every queue; its requests."""
+        """``run`` leaves every queue; its requests (which it no longer holds)."""
         del self.filed[run.top][run.key]
         self.count[run.top] -= run.n
         self.members_total -= run.n
         run.top = -1
         if self.mirror is not None:
             self.mirror.left(run)
-        return run.items
+        items, run.items = run.items, []
+        return items
 
     def next_drop(self) -> float:
         """No run is due to leave a size before this time (a bound: it may be a stale entry's)."""
@@ -107,9 +120,8 @@ class SizeQueues:
     def due(self, now: float) -> Iterator[Run]:
         """The filed runs whose ``drop_at`` is before ``now``, earliest first, each out of the heap:
         the caller lowers or releases it."""
-        drops = self._drops
-        while drops and drops[0][0] < now:
-            at, _, run = heapq.heappop(drops)
+        while self._drops and self._drops[0][0] < now:  # not a local: lowering may compact it
+            at, _, run = heapq.heappop(self._drops)
             if run.top >= 0 and run.drop_at == at:  # else released, or lowered since (pushed again)
                 yield run
 
@@ -139,6 +151,7 @@ class SizeQueues:
             for run in got:
                 run.top = -1
                 out += run.items
+                run.items = []  # its heap entry outlives it: the requests must not
                 left += run.n
             self.count[t] -= left
             self.members_total -= left

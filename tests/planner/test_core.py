@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 
 from adaserve.planner.core import Decision, Feedback, Pending, Scheduler
@@ -82,3 +85,32 @@ def test_every_policy_declares_itself_a_scheduler(policy: str) -> None:
 def test_mosel_overrides_the_capabilities_it_has() -> None:
     for hook in ("check_job", "drain_events", "close"):
         assert getattr(MoselScheduler, hook) is not getattr(Scheduler, hook)
+
+
+class _Body:
+    """A request's payload that can be watched for its release (``Pending`` itself has slots)."""
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_policy_keeps_no_request_it_has_let_go(policy: str) -> None:
+    # Live, a payload holds its job's tensors: a policy that keeps requests it batched (ORLOJ's
+    # heap of when runs leave a size did, for as long as their deadline) holds every job of that
+    # time in memory and gives the collector a growing heap to walk.
+    sched = make_scheduler(policy, model="fsdd-cnn")
+    watched = []
+    for j in range(300):
+        items = [Pending(f"j{j}", str(r), "app", "fsdd-cnn", 0.001 * j, 0.001 * j + 60.0, payload=_Body(),
+                         seq=4 * j + r) for r in range(4)]
+        watched += [weakref.ref(p.payload) for p in items]
+        sched.add_many(items, 0.001 * j)
+        del items
+        while len(sched) >= 8:
+            decision = sched.next_batch(0.001 * j, 8)
+            assert decision.batch
+            del decision
+    while len(sched):
+        decision = sched.next_batch(0.5, 8)
+        assert decision.batch or decision.expired
+        del decision
+    gc.collect()
+    assert sum(ref() is not None for ref in watched) == 0

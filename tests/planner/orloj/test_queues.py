@@ -50,6 +50,22 @@ def test_release_queue_empties_the_queue_of_a_size_and_keeps_the_others() -> Non
     assert list(q.due(100.0)) == [c]  # the released runs' entries are stale
 
 
+def test_the_heap_of_drops_keeps_entries_of_live_runs_only() -> None:
+    # Released or lowered runs leave their entries until their time comes: with long deadlines the
+    # heap would grow by every job of the last minute.
+    q = SizeQueues(3)
+    live = []
+    for k in range(20_000):
+        run = _run(q, k, 2, deadline=60.0 + k)
+        if k % 100 == 0:
+            live.append(run)
+            q.lower(run, 1)
+        else:
+            q.release(run)
+    assert len(q._drops) < 1_000
+    assert list(q.due(math.inf)) == sorted(live, key=lambda r: r.drop_at)
+
+
 def test_take_splits_the_last_run_and_leaves_the_rest_filed() -> None:
     q = SizeQueues(2)
     a, b, c = (_run(q, k, 1, n=n, name=name) for k, (n, name) in enumerate([(2, "a"), (3, "b"), (4, "c")]))
