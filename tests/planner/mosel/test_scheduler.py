@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections import Counter
 
 import numpy as np
@@ -214,3 +216,17 @@ def test_the_shared_correction_moves_one_scale_for_every_subset(matrix: Strategy
     assert s.selector is not None and s.selector.latency_scale == pytest.approx(1.5)
     assert s.selector.correction is None
     s.close()
+
+
+def test_the_scheduler_keeps_no_job_it_has_let_go(sched: MoselScheduler) -> None:
+    # Live, a held job carries its tensors: one kept after its requests left is memory held for
+    # the planner's life (the contract test for the other policies: tests/planner/test_core.py).
+    watched = []
+    for j in range(40):
+        watched.append(weakref.ref(add(sched, f"j{j}", 3, 0.5, deadline=60.0, arrival=0.001 * j)))
+        drain(sched, now=0.001 * j)
+    for j in range(40, 50):  # and some that expire
+        watched.append(weakref.ref(add(sched, f"j{j}", 3, 0.5, deadline=0.01, arrival=0.001 * j)))
+    drain(sched, now=1.0)
+    gc.collect()
+    assert [ref() for ref in watched] == [None] * 50
