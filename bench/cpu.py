@@ -26,6 +26,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14, 15 of stat(5))
 
 
+def memory_mb(pid: int) -> tuple[float, float] | None:
+    """Resident memory of ``pid`` now and at its peak (``VmRSS``, ``VmHWM``), in MiB; None for a
+    process gone or not readable. A process that keeps what it served grows with the run: its
+    peak shows it where CPU figures do not."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    kb = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in text.splitlines())
+          if k in ("VmRSS", "VmHWM")}
+    if len(kb) < 2:
+        return None
+    return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024
+
+
 def redis_calls_by_command(r: Any) -> dict[str, int]:
     """Commands the server has executed so far (all clients, ``INFO commandstats``), by name
     (``cmdstat_xadd`` -> ``xadd``; scripts as ``evalsha``)."""
@@ -67,6 +82,15 @@ class CpuMeter:
     def calls(self) -> int:
         """Commands the server executed over the stretches, all names."""
         return sum(self.by_command.values())
+
+    def memory(self) -> dict[str, dict[str, float]]:
+        """Each readable process's resident MiB now and at its peak."""
+        out = {}
+        for name, pid in self.pids.items():
+            got = memory_mb(pid)
+            if got is not None:
+                out[name] = {"rss_mb": round(got[0], 1), "peak_rss_mb": round(got[1], 1)}
+        return out
 
     def per_request_us(self, requests: int) -> dict[str, float]:
         if not self.spent or requests <= 0:

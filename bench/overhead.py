@@ -140,6 +140,7 @@ def overhead(
                 piped_rps.append(done / took)
                 bar.advance(task)
             load1 = os.getloadavg()[0]
+            memory = meter.memory()
             piped_lat = _latency(client, make, 50)
             client.close()
             r.close()
@@ -153,6 +154,9 @@ def overhead(
         "pipeline_batch_p50_ms": float(np.percentile(piped_lat, 50)) if piped_lat else None,
         "added_p50_ms": float(np.percentile(piped_lat, 50) - np.percentile(direct_lat, 50)) if piped_lat else None,
         **_costs(meter, completed, statistics.median(model_cpu)),
+        # after the rounds; the jobs' 60 s deadlines outlive the run, so a process that keeps
+        # jobs it has finished with shows here (docs/overhead.md, seventeenth round)
+        "memory": memory,
         # runnable processes on the machine (1-minute average) before and after the rounds: above its
         # core count, other work shared the cores and every figure here is inflated
         "load_avg_1m": [round(load0, 2), round(load1, 2)], "cores": os.cpu_count(),
@@ -165,6 +169,8 @@ def overhead(
     cost = out["cpu_us_per_request"]
     print("CPU µs per completed request: " + ", ".join(f"{k} {v:.1f}" for k, v in cost.items())
           + f"; Redis commands per request {out['redis_commands_per_request']:.3f}")
+    print("resident MiB (peak): " + ", ".join(f"{k} {v['rss_mb']:.0f} ({v['peak_rss_mb']:.0f})"
+                                              for k, v in memory.items()))
 
 
 def _costs(meter: CpuMeter, completed: int, model_cpu_s: float) -> dict[str, Any]:

@@ -36,6 +36,9 @@ def test_a_short_run_reports_each_process_cost_and_the_machine_load(
     assert cost["total_excl_model"] == pytest.approx(sum(cost[k] for k in parts), abs=0.3)
     assert out["redis_commands_per_request"] > 0
     assert len(out["load_avg_1m"]) == 2 and out["cores"] >= 1
+    for name in ("planner", "worker", "producer"):
+        mem = out["memory"][name]
+        assert 0 < mem["rss_mb"] <= mem["peak_rss_mb"], name
 
 
 def test_hotpaths_times_every_piece_on_a_real_job() -> None:
