@@ -109,8 +109,9 @@ def run_worker(settings: Settings, *, burst: bool = False, fork: bool = True) ->
     """Serve profiling jobs until stopped (or, with ``burst``, until the queue is empty).
 
     rq's worker waits out a broker that is down while it blocks on its queue, but quits on an
-    error anywhere else in its loop (its heartbeat, its maintenance); such a quit that no signal
-    asked for is an outage to wait out here, after which a new rq worker takes over."""
+    error anywhere else in its loop (its heartbeat, its maintenance), and raises one met in its
+    registration or its teardown (which writes its death to the server it just lost); such a quit
+    that no signal asked for is an outage to wait out here, after which a new rq worker takes over."""
     conn = rq_connection(settings)
     outage = Outage("profiler", max_s=settings.max_outage_s, logger=log)
     cls = _Told if fork else _ToldSimple
@@ -118,7 +119,10 @@ def run_worker(settings: Settings, *, burst: bool = False, fork: bool = True) ->
     while True:
         worker = cls([queue(settings, conn)], connection=conn, serializer=JSONSerializer,
                      worker_ttl=WORKER_TTL_S)
-        served = bool(worker.work(burst=burst, logging_level="INFO")) or served
+        try:
+            served = bool(worker.work(burst=burst, logging_level="INFO")) or served
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            log.warning("the rq worker lost the broker (%s)", exc)
         if burst or worker.told_to_stop:  # asked to stop (SIGINT/SIGTERM), or the queue is done
             return served
         log.warning("the rq worker quit without being asked to; waiting for the broker, then serving again")

@@ -77,6 +77,26 @@ def test_a_failing_job_is_reported_not_lost(r: redis.Redis[bytes], lm_settings: 
     assert load(r, Keys(lm_settings.namespace), "ee-lm-xs") is None
 
 
+def test_a_worker_that_raises_on_a_lost_broker_is_replaced_not_fatal(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # rq's teardown writes the worker's death to the server; with the server gone it raises out of
+    # ``work``, which once ended `adaserve profiler` (exit code 2) on a broker restart.
+    from adaserve.profiling import jobs
+
+    calls = []
+
+    def work(self: jobs._Told, **kwargs: object) -> bool:
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise redis.ConnectionError("Error 111 connecting: Connection refused.")
+        self.told_to_stop = True
+        return False
+
+    monkeypatch.setattr(jobs._Told, "work", work)
+    assert jobs.run_worker(settings, fork=False) is False
+    assert len(calls) == 2
+
+
 def test_the_profiler_outlives_a_broker_restart(tmp_path: Path) -> None:
     """`adaserve profiler` as a real process: its server SIGKILLed and restarted from its AOF, it is
     still up afterwards and registered as an rq worker again, and SIGTERM ends it cleanly."""
