@@ -24,6 +24,7 @@ from pathlib import Path
 import redis
 from pydantic import BaseModel
 
+from adaserve.bench.cpu import memory_mb
 from adaserve.broker import Keys, Settings, connect
 from adaserve.models.datasets import sample_inputs
 from adaserve.producers import Client, JobHandle, make_job
@@ -78,7 +79,7 @@ class _Sampler(threading.Thread):
                 except redis.RedisError:
                     pass  # the fault may be the server itself
                 for name, proc in list(self.stack.children):
-                    rss = _rss_mb(proc.pid)
+                    rss = (memory_mb(proc.pid) or (0.0, 0.0))[0]
                     self.rss_mb[name] = max(self.rss_mb.get(name, 0.0), rss)
         finally:
             r.close()
@@ -97,16 +98,6 @@ def _stream_sizes(stack: Stack) -> dict[str, float]:
     finally:
         r.close()
     return out
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def run(stack: Stack, name: str, fault: Fault, *, rate: float = 40.0, k: int = 4, before_s: float = 2.0,

@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import typer
+
+from adaserve.bench.cpu import memory_mb
 
 MODEL = "fsdd-cnn"
 
 
 def _rss_mib(pid: int) -> dict[str, float]:
-    """Resident memory now and at its peak (``VmRSS``, ``VmHWM`` of /proc/<pid>/status), MiB."""
-    out = {}
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out["rss_mib" if key == "VmRSS" else "peak_rss_mib"] = round(int(value.split()[0]) / 1024, 1)
-    except OSError:
-        pass
-    return out
+    """Resident memory now and at its peak, MiB; empty for a process gone."""
+    got = memory_mb(pid)
+    return {} if got is None else {"rss_mib": round(got[0], 1), "peak_rss_mib": round(got[1], 1)}
 
 
 def fuzz(
