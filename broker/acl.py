@@ -32,7 +32,7 @@ _CONNECTION = ("@connection", "-@dangerous")
 # the script runs are granted by the role.
 _SCRIPTS = ("evalsha", "eval", "script|load", "script|exists")
 # What the finaliser's and the registration's Lua scripts run (``broker/finalize``).
-_FINALIZE = ("time", "hget", "hset", "hsetnx", "hincrby", "hmget", "expire", "xadd", "xack")
+_FINALIZE = ("time", "hget", "hset", "hsetnx", "hincrby", "hmget", "expire", "xadd", "xack", "xdel")
 # Group consumption and reclaim of a stream (``broker/streams``).
 _CONSUME = ("xreadgroup", "xack", "xautoclaim", "xclaim", "xpending", "xgroup|create", "xinfo|groups")
 

@@ -181,6 +181,9 @@ class BatchFinished(_Ev):
     # Of ``size``, the requests the worker ended ``expired`` without running them (their deadline
     # had passed when the batch came to run): ``exec_ms`` is the run of the others.
     expired: int = Field(default=0, ge=0)
+    # Whether the batch's stream entry stays after its ack (until the planner's trim) for ORLOJ's
+    # online profiler, which reads a re-run's inputs from it; false: the worker deleted it.
+    kept: bool = True
 
     @model_validator(mode="before")
     @classmethod

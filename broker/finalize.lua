@@ -3,7 +3,9 @@
 -- KEYS[2+2g-1], KEYS[2+2g]: job hash and reply stream of group g (the requests of one job in
 -- this call)
 -- ARGV[1] group to ack in ('' = none), ARGV[2] entry id, ARGV[3] telemetry maxlen,
--- ARGV[4] reply maxlen, ARGV[5] job ttl (s), ARGV[6] batch event ('' = none)
+-- ARGV[4] reply maxlen, ARGV[5] job ttl (s), ARGV[6] batch event ('' = none), ARGV[7] '1' to
+-- delete the acked entry as well (XDEL: a batch nobody will read again leaves the server's memory
+-- at once rather than at the planner's next trim)
 -- Then per group: its request count n, its `results` entry ('' = none), and n times: request id,
 -- status, packed `result` entry ('' = not sent). A group whose requests share one status and
 -- travel as one entry may come compact instead: -n, the entry, the status, then the n request
@@ -44,7 +46,7 @@ local function untouched(job, first, n, stride)
   end
   return true, fields
 end
-local pos = 7
+local pos = 8
 for g = 1, groups do
   local job = KEYS[2 + 2 * g - 1]
   local reply = KEYS[2 + 2 * g]
@@ -127,6 +129,9 @@ end
 if #again == 0 then
   if ARGV[1] ~= '' then
     redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+    if ARGV[7] == '1' then
+      redis.call('XDEL', KEYS[2], ARGV[2])
+    end
   end
   if ARGV[6] ~= '' then
     redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[6])

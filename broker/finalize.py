@@ -116,15 +116,16 @@ class Finalizer:
 
     def end(
         self, endings: Sequence[Ending], *, ack: tuple[str, str, str] | None = None,
-        event: bytes = b"",
+        event: bytes = b"", delete: bool = False,
     ) -> int:
         """Publish each result once, optionally XACK ``(stream, group, id)`` and add ``event``;
-        returns how many results were new (a redelivered batch publishes nothing)."""
-        return self.end_packed([Packed.of(e) for e in endings], ack=ack, event=event)
+        returns how many results were new (a redelivered batch publishes nothing). ``delete``
+        also deletes the acked entry in the same script (XDEL), for an entry nobody reads again."""
+        return self.end_packed([Packed.of(e) for e in endings], ack=ack, event=event, delete=delete)
 
     def end_packed(
         self, items: Sequence[Packed], *, ack: tuple[str, str, str] | None = None, event: bytes = b"",
-        entries: Mapping[tuple[str, str], bytes] | None = None,
+        entries: Mapping[tuple[str, str], bytes] | None = None, delete: bool = False,
     ) -> int:
         """``end`` for results encoded by the caller. The requests of one job go out as one
         ``results`` entry on its reply stream (when none of them had ended), not one entry each.
@@ -138,16 +139,17 @@ class Finalizer:
         whole (a worker's ``columns`` entry); a group without one goes as a ``results`` entry
         of the requests' own."""
         parts = _by_job(items)
-        return self._rest(parts, self._call(parts, ack, event, whole=True, entries=entries or {}), ack, event)
+        got = self._call(parts, ack, event, whole=True, entries=entries or {}, delete=delete)
+        return self._rest(parts, got, ack, event, delete=delete)
 
     def _rest(self, parts: list[tuple[tuple[str, str], list[Packed]]], got: list[Any],
-              ack: tuple[str, str, str] | None, event: bytes) -> int:
+              ack: tuple[str, str, str] | None, event: bytes, *, delete: bool = False) -> int:
         """Results published by a first call's reply ``got``, after sending again, each request
         with its own entry, the groups it asked for."""
         published = int(got[0])
         again = [parts[int(g) - 1] for g in got[1:]]
         if again:
-            done = self._call(again, ack, event, whole=False, entries={})
+            done = self._call(again, ack, event, whole=False, entries={}, delete=delete)
             if len(done) > 1:  # every entry was sent: the script has nothing left to ask for
                 raise AssertionError("the finaliser asked again for entries it was given")
             published += int(done[0])
@@ -177,9 +179,9 @@ class Finalizer:
         return take
 
     def _call(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
-              event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes]) -> list[Any]:
+              event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes], delete: bool = False) -> list[Any]:
         """One run of the script over ``groups``."""
-        keys, args = self._args(groups, ack, event, whole=whole, entries=entries)
+        keys, args = self._args(groups, ack, event, whole=whole, entries=entries, delete=delete)
         if self._direct is None:
             return list(self._script(keys=keys, args=args))
         try:
@@ -189,13 +191,14 @@ class Finalizer:
             return list(self._direct.call("EVALSHA", self._script.sha, len(keys), *keys, *args))
 
     def _args(self, groups: list[tuple[tuple[str, str], list[Packed]]], ack: tuple[str, str, str] | None,
-              event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes]) -> tuple[list[str], list[object]]:
+              event: bytes, *, whole: bool, entries: Mapping[tuple[str, str], bytes],
+              delete: bool = False) -> tuple[list[str], list[object]]:
         """The script's keys and arguments for ``groups``; with ``whole``, a job of several requests
         (or one with an entry in ``entries``) goes as one entry only, else every request with its own."""
         keys = [self._keys.telemetry, ack[0] if ack else self._keys.telemetry]
         args: list[object] = [
             ack[1] if ack else "", ack[2] if ack else "", self._settings.telemetry_maxlen,
-            self._settings.stream_maxlen, self._settings.result_ttl_s, event,
+            self._settings.stream_maxlen, self._settings.result_ttl_s, event, "1" if ack and delete else "",
         ]
         for key, group in groups:
             job_id, reply_to = key

@@ -93,7 +93,7 @@ class Intake:
                 self._reject(pipe, e, exc, now_ms, body, ttl)
                 ended.append(e.id)
         if not valid:
-            self._ack(pipe, ended)
+            self.done(pipe, ended)
             if also is not None:
                 with self.r.pipeline(transaction=False) as p:
                     take = also(p)
@@ -115,12 +115,17 @@ class Intake:
                 ended.append(e.id)
             else:
                 out.append((e, job, done.get(job.id, set())))
-        self._ack(pipe, ended)
+        self.done(pipe, ended)
         return out
 
-    def _ack(self, pipe: redis.client.Pipeline[bytes], entry_ids: list[str]) -> None:
+    def done(self, pipe: redis.client.Pipeline[bytes], entry_ids: list[str]) -> None:
+        """Ack and delete ingress entries the planner is done with: what a job's requests need
+        from then on travels in their batches, and a deleted entry's memory goes back to the
+        server at once instead of at the next trim, ``consumed_keep_s`` later (a job's tensors,
+        at 128 KB a job, held 5 s of ingress in memory: docs/overhead.md, eighteenth round)."""
         if entry_ids:
             pipe.xack(self.keys.jobs, PLANNER_GROUP, *entry_ids)
+            pipe.xdel(self.keys.jobs, *entry_ids)
 
     def keep(self, consumer: str, entry_ids: Sequence[str]) -> None:
         """Reset the idle time of the entries ``consumer`` still holds, so no other planner

@@ -275,7 +275,7 @@ class Planner:
         todo = [r for r in job.requests if r.id not in done]
         held = HeldJob(job, e.id, float(e.ms), len(todo))
         if not todo:
-            self._pipe.xack(self.keys.jobs, PLANNER_GROUP, e.id)
+            self.intake.done(self._pipe, [e.id])
             return
         self.held[job.id] = held
         sched = self._sched(job.model)
@@ -507,7 +507,7 @@ class Planner:
     def _left(self, held: HeldJob) -> None:
         held.undispatched -= 1
         if held.undispatched <= 0:
-            self._pipe.xack(self.keys.jobs, PLANNER_GROUP, held.entry_id)
+            self.intake.done(self._pipe, [held.entry_id])
             self.held.pop(held.job.id, None)
 
     def _scheduler_events(self) -> None:

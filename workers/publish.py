@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -35,6 +36,30 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class Keep:
+    """Which finished batches keep their stream entry after the ack: one every ``every_s``.
+
+    ORLOJ's online profiler re-runs a finished request alone and reads its inputs from its batch,
+    still in the stream (``workers/rerun.py``); it picks among the batches whose
+    ``batch.finished`` does not say ``kept: false``. Every other batch is deleted by the
+    finaliser as it is acked: a stream holding each batch until the planner's trim
+    (``ADASERVE_CONSUMED_KEEP_S``) made the server hold seconds of tensors and spend about a
+    third of its CPU on that memory (docs/overhead.md, eighteenth round). 20 a second per worker
+    give the profiler, which takes at most 16 requests every 5 s, more than it asks for."""
+
+    def __init__(self, every_s: float = 0.05, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s, self._clock = every_s, clock
+        self._next = float("-inf")
+
+    def take(self) -> bool:
+        """Whether the batch finishing now keeps its entry."""
+        now = self._clock()
+        if now < self._next:
+            return False
+        self._next = now + self.every_s
+        return True
+
+
 class Publisher:
     def __init__(self, r: redis.Redis[bytes], settings: Settings, *, worker: str, pool: str,
                  device: str, clock: ServerClock, limits: Limits | None = None, outage: Outage | None = None,
@@ -48,6 +73,7 @@ class Publisher:
         self._worker, self._pool, self._device = worker, pool, device
         self._clock = clock
         self.group = pool
+        self._keep = Keep()
         self._forwarder = Forwarder(r, settings, self._fin, limits=limits or default_limits(), worker=worker, pool=pool,
                                     device=device)
 
@@ -62,16 +88,18 @@ class Publisher:
             self._forwarder.forward(entry, full, outcome, retry=self._retry)
             return 0
         cols = outcome.columns
+        kept = self._keep.take()
         if cols is not None and "confidence" not in cols.outputs:  # (a language model's tokens take the maps)
             packed, entries, event = finished_columns(batch, outcome, cols, worker=self._worker, pool=self._pool,
-                                                      device=self._device)
+                                                      device=self._device, kept=kept)
             return self._retry(lambda: self._fin.end_packed(packed, ack=(entry.stream, self.group, entry.id),
-                                                            event=event, entries=entries))
-        packed, event = finished(batch, outcome, worker=self._worker, pool=self._pool, device=self._device)
+                                                            event=event, entries=entries, delete=not kept))
+        packed, event = finished(batch, outcome, worker=self._worker, pool=self._pool, device=self._device, kept=kept)
         if outcome.failed:
             code, detail = outcome.failure_summary()
             self._dead(entry, code, detail, batch.id, deliveries)
-        return self._retry(lambda: self._fin.end_packed(packed, ack=(entry.stream, self.group, entry.id), event=event))
+        return self._retry(lambda: self._fin.end_packed(packed, ack=(entry.stream, self.group, entry.id), event=event,
+                                                        delete=not kept))
 
     def reject(self, entry: Entry, *, reason: str, detail: str, batch: AnyBatch | None, deliveries: int) -> int:
         """Dead-letter a batch that cannot be served and end each of its requests as ``failed``."""

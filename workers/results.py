@@ -31,9 +31,10 @@ _MAP16 = b"\xde\x00\x10"  # msgpack map16 header: 16 entries
 
 
 def finished(
-    batch: AnyBatch, outcome: BatchOutcome, *, worker: str, pool: str, device: str,
+    batch: AnyBatch, outcome: BatchOutcome, *, worker: str, pool: str, device: str, kept: bool = True,
 ) -> tuple[list[Packed], bytes]:
-    """The encoded result of every request of ``batch`` and the ``batch.finished`` event bytes."""
+    """The encoded result of every request of ``batch`` and the ``batch.finished`` event bytes;
+    ``kept``: whether the batch's entry stays in its stream after the ack (the event says so)."""
     packb = msgpack.Packer(use_bin_type=True).pack
     shared = _shared(batch, worker, packb)
     fin = outcome.finished_ms
@@ -43,17 +44,19 @@ def finished(
         result, timing = _result(batch, item, out, outcome.started_ms, fin, shared, packb)
         packed.append(Packed(item.job_id, item.request_id, out.status, item.reply_to, result))
         timings.append(timing)
-    event = _finished_event(batch, outcome, pool, worker, device, timings)
+    event = _finished_event(batch, outcome, pool, worker, device, timings, kept)
     return packed, packb(event)
 
 
 def _finished_event(batch: AnyBatch, outcome: BatchOutcome, pool: str, worker: str, device: str,
-                    timings: list[dict[str, Any]]) -> dict[str, Any]:
+                    timings: list[dict[str, Any]], kept: bool) -> dict[str, Any]:
     """The batch's ``batch.finished`` event, whichever form its results take."""
     event = {"v": 1, "type": "event", "ts": outcome.finished_ms, "event": "batch.finished", "batch_id": batch.id,
              "pool": pool, "worker": worker, "model": batch.model, "variant": outcome.variant, "device": device,
              "size": len(batch.items), "exec_ms": outcome.exec_ms, "items": timings,
              "part": batch.plan.placement.part}
+    if not kept:  # absent means kept: what workers before the field wrote
+        event["kept"] = False
     if outcome.load_s is not None:
         event["load_s"] = outcome.load_s
     expired = outcome.expired
@@ -109,6 +112,7 @@ def _times(item: Any, started: float, fin: float, exec_ms: float) -> tuple[float
 
 def finished_columns(
     batch: AnyBatch, outcome: BatchOutcome, cols: Columns, *, worker: str, pool: str, device: str,
+    kept: bool = True,
 ) -> tuple[list[Packed], dict[tuple[str, str], bytes], bytes]:
     """``finished`` for a batch whose every request completed: each job's requests of the batch
     (two or more) as one ``columns`` entry (docs/wire.md), keyed by ``(job id, reply_to)``, built
@@ -175,7 +179,7 @@ def finished_columns(
                         "queue_ms": queues if whole else [queues[i] for i in idx],
                         "exec_ms": execs if whole else [execs[i] for i in idx]},
         })
-    event = _finished_event(batch, outcome, pool, worker, device, [])
+    event = _finished_event(batch, outcome, pool, worker, device, [], kept)
     del event["items"]
     event["columns"] = timing
     return packed, entries, packb(event)

@@ -48,10 +48,11 @@ class Rerun:
 
 
 def sample_entries(entries: list[Entry], rate: float, rng: random.Random) -> list[Rerun]:
-    """The completed requests of the ``batch.finished`` events in ``entries``, each kept with ``rate``."""
+    """The completed requests of the ``batch.finished`` events in ``entries``, each kept with
+    ``rate``; only of batches still in their stream (``kept``), since a re-run reads its inputs there."""
     picked: list[Rerun] = []
     for _, ev in events(entries):
-        if isinstance(ev, BatchFinished):
+        if isinstance(ev, BatchFinished) and ev.kept:
             for item in ev.items:
                 if item.status == "completed" and rng.random() < rate:
                     picked.append(Rerun(ev.model, ev.variant, ev.device, ev.pool, ev.batch_id, item.request_id,

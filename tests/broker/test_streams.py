@@ -95,6 +95,23 @@ def test_finalizer_ends_each_request_once_and_completes_the_job(
     assert (done.requests, done.completed, done.expired, done.failed) == (3, 2, 1, 0)
 
 
+def test_finalizer_deletes_the_acked_entry_only_when_asked_and_only_once_all_ended(
+        r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin) -> None:
+    k = Keys(settings.namespace)
+    s = k.batches("cpu")
+    fin = make_fin(r, settings)
+    fin.register(_job(4), "5-0", 5.0)
+    streams.ensure_group(r, s, "cpu")
+    kept, gone, again = (streams.publish(r, s, f"b{i}".encode()) for i in range(3))
+    streams.read_group(r, [s], "cpu", "w", block_ms=10)
+    assert fin.end([_end("r0", "completed")], ack=(s, "cpu", kept)) == 1
+    assert fin.end([_end("r1", "completed"), _end("r2", "completed")], ack=(s, "cpu", gone), delete=True) == 2
+    # a redelivery whose requests partly ended: the script asks again; deleted with the ack
+    assert fin.end([_end("r2", "completed"), _end("r3", "completed")], ack=(s, "cpu", again), delete=True) == 1
+    assert [eid.decode() for eid, _ in r.xrange(s)] == [kept]
+    assert all(streams.deliveries(r, s, "cpu", e) == 0 for e in (kept, gone, again))
+
+
 def test_finalizer_keeps_the_job_hash_and_reply_stream_for_the_result_ttl(
     r: "redis.Redis[bytes]", settings: Settings, make_fin: MakeFin,
 ) -> None:
@@ -298,8 +315,9 @@ def test_a_group_of_one_status_goes_compact_and_ends_as_the_long_form_ends_it(
 
     same, mixed = group("j", ["completed"] * 3), group("j2", ["completed", "completed", "expired"])
     _, args = fin._args([(("j", "c"), same), (("j2", "c"), mixed)], None, b"", whole=True, entries={("j", "c"): b"whole"})
-    assert args[6:12] == [-3, b"whole", "completed", "r0", "r1", "r2"]
-    assert args[12:14] == [3, args[13]] and args[14:17] == ["r0", "completed", b""]  # the long form
+    assert args[6] == ""  # nothing acked, nothing to delete
+    assert args[7:13] == [-3, b"whole", "completed", "r0", "r1", "r2"]
+    assert args[13:15] == [3, args[14]] and args[15:18] == ["r0", "completed", b""]  # the long form
     hashes = {}
     for job, statuses in (("j", ["completed"] * 3), ("j2", ["completed"] * 3)):
         fin.register(_job(3).model_copy(update={"id": job}), "5-0", 5.0)
@@ -308,7 +326,7 @@ def test_a_group_of_one_status_goes_compact_and_ends_as_the_long_form_ends_it(
             assert fin.end_packed(got, entries={(job, "c"): b"whole"}) == 3
         else:  # the long form, as the script took every group before
             keys, long_args = fin._args([((job, "c"), got)], None, b"", whole=True, entries={(job, "c"): b"whole"})
-            long_args[6:] = [3, b"whole"] + [x for p in got for x in (p.request_id, p.status, b"")]
+            long_args[7:] = [3, b"whole"] + [x for p in got for x in (p.request_id, p.status, b"")]
             assert list(r.eval(fin._script.script, len(keys), *keys, *long_args)) == [3]
         h = r.hgetall(k.job(job))
         hashes[job] = {f: v for f, v in h.items() if f not in (b"id", b"entry")}

@@ -28,7 +28,7 @@ def test_held_entries_stay_and_idle_ones_move_to_another_planner(
     assert intake.reclaim("a", mine={kept}) == []  # nothing idle, and its own entry is never "taken"
 
 
-def test_a_reads_refusals_ack_in_one_command_and_set_each_reply_stream_s_expiry_once(
+def test_a_reads_refusals_ack_and_delete_in_one_command_each_and_set_each_reply_stream_s_expiry_once(
         settings: Settings, r: redis.Redis[bytes]) -> None:
     import numpy as np
 
@@ -51,8 +51,9 @@ def test_a_reads_refusals_ack_in_one_command_and_set_each_reply_stream_s_expiry_
     with r.pipeline(transaction=False) as pipe:
         assert intake.admit(entries, Pools(5.0), pipe, 0.0) == []
         names = [args[0] for args, _ in pipe.command_stack]
-        assert names.count("XACK") == 1 and names.count("EXPIRE") == 2 and names.count("XADD") == 6
+        assert names.count("XACK") == 1 and names.count("XDEL") == 1 and names.count("EXPIRE") == 2
+        assert names.count("XADD") == 6
         pipe.execute()
-    assert r.xpending(keys.jobs, PLANNER_GROUP)["pending"] == 0
+    assert r.xpending(keys.jobs, PLANNER_GROUP)["pending"] == 0 and r.xlen(keys.jobs) == 0
     for reply_to, jobs in (("c1", 2), ("c2", 1)):
         assert r.xlen(keys.reply(reply_to)) == jobs and r.ttl(keys.reply(reply_to)) > 0

@@ -117,6 +117,7 @@ def test_jobs_are_batched_served_and_acked(pipeline: PeerWorker, r: redis.Redis[
     assert all(len(b.items) <= 8 for b in pipeline.batches)
     time.sleep(0.3)
     assert r.xpending(k.jobs, "planners")["pending"] == 0
+    assert r.xlen(k.jobs) == 0  # done with: deleted with their acks, not left to the trim
 
 
 def test_bad_input_is_rejected_and_dead_lettered_while_good_traffic_flows(

@@ -21,11 +21,12 @@ from adaserve.workers.rerun import find_item, record
 from adaserve.workers.runtime.base import RunOutput
 
 
-def _finished(batch_id: str, ts: float, statuses: tuple[str, ...] = ("completed", "completed", "expired")) -> bytes:
+def _finished(batch_id: str, ts: float, statuses: tuple[str, ...] = ("completed", "completed", "expired"),
+              kept: bool = True) -> bytes:
     items = [RequestTiming(job_id="j", request_id=f"r{i}", app=f"app{i % 2}", status=st, queue_ms=1.0,
                            exec_ms=30.0, total_ms=31.0) for i, st in enumerate(statuses)]
     return encode(BatchFinished(ts=ts, batch_id=batch_id, pool="cpu", worker="w", model="m", size=len(items),
-                                exec_ms=30.0, items=items))
+                                exec_ms=30.0, items=items, kept=kept))
 
 
 def _batch(batch_id: str, now_ms: float) -> bytes:
@@ -49,6 +50,7 @@ def test_sampling_follows_the_telemetry_stream(r: redis.Redis[bytes], settings: 
     cursor, picked = sample_finished(r, settings, cursor="$", rate=1.0)
     assert picked == []  # "$": from now on
     publish(r, tele, _finished("b1", 2.0))
+    publish(r, tele, _finished("gone", 2.5, kept=False))  # deleted at its ack: nothing to re-run from
     publish(r, tele, b"not msgpack")
     cursor, picked = sample_finished(r, settings, cursor=cursor, rate=1.0)
     assert [(p.batch_id, p.request_id, p.app) for p in picked] == [("b1", "r0", "app0"), ("b1", "r1", "app1")]
