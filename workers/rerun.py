@@ -3,7 +3,8 @@
 The planner enqueues it by name (``planner.orloj.online.RERUN_FUNC``) and reads the times back;
 it lives on the worker side because it loads a model runtime, which the planner never does. Runs
 on a profiling worker (``rq worker`` on the profile queue, JSON serializer). The request's
-inputs come from its batch, still in the pool's batch stream: stream ids are arrival times, so
+inputs come from its batch, still in the pool's batch stream (the planner samples only batches
+whose worker kept them: ``workers/publish.py: Keep``): stream ids are arrival times, so
 only the minute before the batch finished is scanned. The model runtime is imported inside the
 job, never at import time of this module.
 """
