@@ -6,6 +6,12 @@ Pure bookkeeping, no clock and no I/O: the planner's follow loop feeds ``observe
 ``predict``. A key's estimate is its running mean; a batch size never measured is interpolated
 (linearly, in batch size) between the nearest sizes that were, so one profile row per size a
 profiler ran covers the sizes in between.
+
+A profile is taken on another host, or on this one at another load: its figures are right in
+proportion to each other but not in scale. So a seed still unmeasured is read in the scale its
+device kind shows live: times the median, over that kind's measured histories that began from a
+seed, of measured mean / seed. Without it, a kind measured 2x slower than its profile says would
+make every plan resting on seeds of that kind look 2x cheaper than the measured ones, and win.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ class Stat:
     m2: float = 0.0
     seeded: bool = False
     cold: bool = False  # a cold first run was left out
+    prior: float = 0.0  # the offline figure this began from (0: none)
 
     def add(self, x: float) -> bool:
         """Take a measurement; False for a cold run (see ``COLD``), which is left out."""
@@ -71,6 +78,7 @@ class Estimate:
 class Histories:
     trust_after: int = TRUST_AFTER
     _by_key: dict[Key, dict[int, Stat]] = field(default_factory=dict)
+    _scales: dict[str, float] = field(default_factory=dict)  # kind -> measured / seeded
 
     def seed(self, key: Key, size: int, seconds: float) -> None:
         """An offline figure; it holds until the first measurement and is never trusted."""
@@ -78,12 +86,29 @@ class Histories:
             raise ValueError(f"bad seed {key} b={size}: {seconds}")
         stats = self._by_key.setdefault(key, {})
         if size not in stats or stats[size].seeded:
-            stats[size] = Stat(0, seconds, 0.0, seeded=True)
+            stats[size] = Stat(0, seconds, 0.0, seeded=True, prior=seconds)
 
     def observe(self, key: Key, size: int, seconds: float) -> None:
         if size < 1 or not math.isfinite(seconds) or seconds < 0:
             return
-        self._by_key.setdefault(key, {}).setdefault(size, Stat()).add(seconds)
+        stat = self._by_key.setdefault(key, {}).setdefault(size, Stat())
+        if stat.add(seconds) and stat.prior > 0:
+            self._scales[key.kind] = self._measured_scale(key.kind)
+
+    def _measured_scale(self, kind: str) -> float:
+        ratios = sorted(s.mean / s.prior for k, stats in self._by_key.items() if k.kind == kind
+                        for s in stats.values() if s.prior > 0 and not s.seeded and s.n > 0)
+        if not ratios:
+            return 1.0
+        mid = len(ratios) // 2
+        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
+    def scale(self, kind: str) -> float:
+        """What the seeds of ``kind`` are multiplied by: measured / seeded, 1 until measured."""
+        return self._scales.get(kind, 1.0)
+
+    def _mean(self, key: Key, s: Stat) -> float:
+        return s.mean * self.scale(key.kind) if s.seeded else s.mean
 
     def known(self, key: Key) -> bool:
         return bool(self._by_key.get(key))
@@ -95,15 +120,16 @@ class Histories:
             return None
         got = stats.get(size)
         if got is not None:
-            return Estimate(got.mean, got.n >= self.trust_after, got.n)
+            return Estimate(self._mean(key, got), got.n >= self.trust_after, got.n)
         sizes = sorted(stats)
         i = bisect.bisect_left(sizes, size)
         if len(sizes) == 1:  # one size known: scale by size, less than proportionally never assumed
             only = stats[sizes[0]]
-            return Estimate(only.mean * size / sizes[0], False, only.n)
+            return Estimate(self._mean(key, only) * size / sizes[0], False, only.n)
         lo, hi = (sizes[0], sizes[1]) if i == 0 else (sizes[-2], sizes[-1]) if i == len(sizes) else (sizes[i - 1], sizes[i])
         a, b = stats[lo], stats[hi]
-        y = a.mean + (b.mean - a.mean) * (size - lo) / (hi - lo)
+        ya, yb = self._mean(key, a), self._mean(key, b)
+        y = ya + (yb - ya) * (size - lo) / (hi - lo)
         n = min(a.n, b.n)
         return Estimate(max(y, 0.0), n >= self.trust_after and lo < size < hi, n)
 
@@ -114,7 +140,7 @@ class Histories:
         stats = self._by_key.get(key)
         if not stats:
             return None
-        pts = [(float(b), s.mean, float(max(s.n, 1))) for b, s in stats.items()]
+        pts = [(float(b), self._mean(key, s), float(max(s.n, 1))) for b, s in stats.items()]
         w = sum(p[2] for p in pts)
         mx = sum(x * wt for x, _, wt in pts) / w
         my = sum(y * wt for _, y, wt in pts) / w
@@ -131,7 +157,7 @@ class Histories:
 
     def snapshot(self) -> list[dict[str, object]]:
         """Every (key, size) as plain data: for telemetry and the CLI."""
-        return [{"model": k.model, "part": k.part, "kind": k.kind, "batch": b, "mean_ms": s.mean * 1000.0,
+        return [{"model": k.model, "part": k.part, "kind": k.kind, "batch": b, "mean_ms": self._mean(k, s) * 1000.0,
                  "std_ms": s.std * 1000.0, "n": s.n, "seeded": s.seeded, "trusted": s.n >= self.trust_after}
                 for k, b, s in self.rows()]
 

@@ -108,3 +108,17 @@ def test_the_guard_compares_a_stage_with_the_same_stage_elsewhere() -> None:
     c = choose(M, 8, pools(), h, xfer, backlog_s=0.0, now=0.0, options=Options(slack=1.1))
     assert c is not None and c.label == "whole@gpu"
     assert {lbl for lbl, _, _ in c.considered} == {"whole@gpu", "part1@gpu->part2@cpu"}
+
+
+def test_a_kind_slower_than_its_profile_does_not_make_its_seeds_win() -> None:
+    # profile: whole 10 ms, part 1 8 ms on the GPU kind; part 2 12.5 ms on the CPU kind. The host
+    # runs the GPU kind at 2.8x its profile (measured on the whole model only): read unscaled, part 1's
+    # seed would make the split (8 + 1 + 12.5 ms) look faster than the whole (28 ms) on an idle GPU
+    h = Histories()
+    for part, kind, t in ((WHOLE, "gpu", 0.010), ("part1", "gpu", 0.008), ("part2", "cpu", 0.0125)):
+        h.seed(Key(M, part, kind), 1, t)
+    h.observe(Key(M, WHOLE, "gpu"), 1, 0.028)
+    c = choose(M, 1, pools(), h, xfer, backlog_s=0.0, now=0.0)
+    assert c is not None and c.label == "whole@gpu", c.considered
+    split = dict((lbl, f) for lbl, f, _ in c.considered)["part1@gpu->part2@cpu"]
+    assert abs(split - (0.008 * 2.8 + 0.001 + 0.0125)) < 1e-12

@@ -70,3 +70,33 @@ def test_a_cold_first_run_is_left_out_once() -> None:
     h.observe(K, 1, 0.012)
     h.observe(K, 1, 0.080)  # no longer the first: a measurement like any other
     assert abs(h.predict(K, 1).seconds - 0.046) < 1e-12  # type: ignore[union-attr]
+
+
+def test_seeds_are_read_in_the_scale_their_kind_measures() -> None:
+    h = Histories()
+    p1, p2 = Key("m", "part1", "gpu"), Key("m", "part2", "cpu")
+    h.seed(K, 1, 0.010)
+    h.seed(K, 8, 0.040)
+    h.seed(p1, 1, 0.008)
+    h.seed(p2, 1, 0.025)
+    assert h.scale("gpu") == 1.0 and h.predict(p1, 1).seconds == 0.008  # type: ignore[union-attr]
+    h.observe(K, 1, 0.020)  # this host runs the gpu kind at twice its profile
+    assert abs(h.scale("gpu") - 2.0) < 1e-12
+    assert abs(h.predict(p1, 1).seconds - 0.016) < 1e-12  # type: ignore[union-attr]
+    assert abs(h.predict(K, 8).seconds - 0.080) < 1e-12  # type: ignore[union-attr]  # an unmeasured size too
+    assert abs(h.predict(K, 4).seconds - (0.020 + (0.080 - 0.020) * 3 / 7)) < 1e-12  # type: ignore[union-attr]
+    assert h.predict(p2, 1).seconds == 0.025 and h.scale("cpu") == 1.0  # type: ignore[union-attr]  # another kind
+    assert abs(h.predict(K, 1).seconds - 0.020) < 1e-12  # type: ignore[union-attr]  # measured: as measured
+    row = next(r for r in h.snapshot() if r["part"] == "part1")
+    assert abs(float(row["mean_ms"]) - 16.0) < 1e-9  # type: ignore[arg-type]
+    h.observe(p1, 1, 0.012)  # the median of the kind's ratios: 2.0 and 1.5
+    assert abs(h.scale("gpu") - 1.75) < 1e-12
+    h.observe(Key("m", WHOLE, "cpu"), 1, 0.5)  # no seed behind it: no ratio
+    assert h.scale("cpu") == 1.0
+
+
+def test_a_cold_run_left_out_does_not_move_the_scale() -> None:
+    h = Histories()
+    h.seed(K, 1, 0.010)
+    h.observe(K, 1, 0.080)
+    assert h.scale("gpu") == 1.0
