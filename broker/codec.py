@@ -99,12 +99,15 @@ def decode(raw: bytes, limits: Limits | None = None, *, expect: type[BaseModel] 
     return validate(unpack(raw, limits), limits, expect=expect)
 
 
-def validate(body: dict[str, Any], limits: Limits | None = None, *, expect: type[BaseModel] | None = None) -> Any:
+def validate(body: dict[str, Any], limits: Limits | None = None, *, expect: type[BaseModel] | None = None,
+             views: bool = False) -> Any:
+    """The message ``body`` stands for, validated. ``views``: a columnar job's request tensors
+    are views of its columns (``memoryview``, not ``bytes``): for a reader that only forwards them."""
     limits = default_limits() if limits is None else limits
     if body.get("v") != SCHEMA_VERSION:
         raise InvalidMessage("version", f"schema version {body.get('v')!r} is not {SCHEMA_VERSION}")
     kind = body.get("type")
-    ctx = {"limits": limits}
+    ctx: dict[str, Any] = {"limits": limits, "views": views}
     try:
         if kind == "event":
             msg: Any = EVENT_ADAPTER.validate_python(body, context=ctx)

@@ -173,3 +173,16 @@ def test_a_limit_refuses_the_same_input_in_either_form(change: dict[str, Any]) -
     with pytest.raises(InvalidMessage) as requests:
         decode(msgpack.packb(per_request, use_bin_type=True), lim, expect=Job)
     assert columns.value.reason == requests.value.reason
+
+
+def test_the_planner_s_reading_views_the_columns_instead_of_copying_rows() -> None:
+    from adaserve.broker.codec import validate
+
+    body = _columns(_CASES[0])
+    column = body["inputs"]["x"]["data"]
+    viewed = validate(body, Limits(), expect=Job, views=True)
+    copied = validate(body, Limits(), expect=Job)
+    assert viewed == copied
+    for v, c in zip(viewed.requests, copied.requests):
+        mv, data = v.inputs["x"].data, c.inputs["x"].data
+        assert type(data) is bytes and type(mv) is memoryview and mv.obj is column and bytes(mv) == data
