@@ -5,11 +5,15 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 
+import numpy as np
+
 from adaserve.broker.codec import encode_map, encode_per_request
 from adaserve.broker.finalize import Packed
 from adaserve.broker.messages import Plan, Request, Result, Timings
 from adaserve.planner.core import Pending
 from adaserve.planner.state import HeldJob
+
+_LARGE_ROW = 1 << 16
 
 
 def build_batch(model: str, items: list[Pending], now_ms: float, plan: Plan, *,
@@ -88,9 +92,34 @@ def _columns(items: list[Pending]) -> dict[str, object] | None:
                      "job_accuracy": held.accuracy, "request_ids": [r.id for r in reqs]})
         order.extend(reqs)
     n = len(order)
-    inputs = {k: {"dtype": dtype, "shape": [n, *shape], "data": b"".join([r.inputs[k].data for r in order])}
+    inputs = {k: {"dtype": dtype, "shape": [n, *shape], "data": _joined([r.inputs[k].data for r in order])}
               for k, dtype, shape in sig}
     return {"jobs": jobs, "inputs": inputs}
+
+
+def _joined(parts: list[bytes | memoryview]) -> bytes | memoryview:
+    """The rows' bytes as one buffer. Rows of 64 kB and more that lie one after another in one
+    job's column (a batch that takes a job of photos whole, in order) are that stretch of the
+    column, not a copy: a copy of 4.8 MB a job of eight photos. Smaller rows are joined: finding
+    where each lies costs more than copying them."""
+    first = parts[0]
+    if not isinstance(first, memoryview) or len(parts) < 2 or first.nbytes < _LARGE_ROW:
+        return b"".join(parts)
+    column = first.obj
+    views = [p for p in parts if isinstance(p, memoryview) and p.obj is column]
+    if len(views) != len(parts):
+        return b"".join(parts)
+    start = at = _address(first)
+    for v in views:
+        if _address(v) != at:
+            return b"".join(parts)
+        at += v.nbytes
+    offset = start - _address(memoryview(column))
+    return memoryview(column)[offset:offset + (at - start)]
+
+
+def _address(view: memoryview) -> int:
+    return int(np.frombuffer(view, np.uint8).ctypes.data) if view.nbytes else -1
 
 
 def build_batches(model: str, items: list[Pending], now_ms: float, plan: Plan,

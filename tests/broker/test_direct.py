@@ -129,6 +129,25 @@ def test_commands_are_packed_into_the_bytes_redis_py_packs(r: "redis.Redis[bytes
         d._pack(conn, ("SET", "k", object()))
 
 
+def test_a_large_last_value_is_sent_as_it_is_not_copied(r: "redis.Redis[bytes]", settings: Settings) -> None:
+    d = Direct(r)
+    conn = d._held()
+    big = bytes(range(256)) * 400 + b"\r\n$3\r\n"  # 102 kB, RESP's own bytes inside
+    for args in (("XADD", "s", "MAXLEN", "~", 1000, "*", "m", big), ("XADD", "s", "*", "é", 1.5, "n", -3, "m", big),
+                 ("XADD", "s", "*", "m", big[:1 << 16])):
+        pieces = d._pack(conn, args)
+        assert b"".join(pieces) == b"".join(conn.pack_command(*args)), args
+        assert any(p is args[-1] for p in pieces)  # the value itself: no copy
+    assert any(p is big for p in d._pack_all(conn, [("HGET", "k", "f"), ("XADD", "s", "*", "m", big)]))
+    small = d._pack(conn, ("XADD", "s", "*", "m", big[:1000]))
+    assert len(small) == 1 and small[0] is not big
+    with pytest.raises(redis.DataError):  # an argument the piece packer does not take: as before
+        d._pack(conn, ("XADD", "s", "*", "m", True, "x", big))
+    stream = Keys(settings.namespace).job("large")
+    eid = d.call("XADD", stream, "*", "m", big)
+    assert r.xrange(stream) == [(eid, {b"m": big})]
+
+
 def test_packed_commands_reach_the_server_whole(r: "redis.Redis[bytes]", settings: Settings) -> None:
     d = Direct(r)
     key = Keys(settings.namespace).job("packed")

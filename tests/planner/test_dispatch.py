@@ -101,3 +101,29 @@ def test_requests_of_two_inputs_go_columnar_and_one_unlike_input_keeps_them_per_
     unlike = _pending([two(0, np.zeros(3, np.int64)), two(1, np.zeros(3, np.int32))])
     body = msgpack.unpackb(build_batch("m", unlike, 1003.0, Plan())[1], raw=False)
     assert "jobs" not in body and [it["request_id"] for it in body["items"]] == ["r0", "r1"]
+
+
+def test_large_rows_read_as_views_travel_as_the_same_bytes_and_a_whole_job_is_not_copied() -> None:
+    from adaserve.broker.codec import validate
+    from adaserve.broker.settings import Limits
+    from adaserve.broker.tensors import wire_of
+    from adaserve.planner import dispatch
+
+    photos = np.random.default_rng(0).random((4, 3, 80, 80), dtype=np.float32)  # 75 kB a row
+    body = {"v": 1, "type": "job", "id": "j", "model": "m", "slo": {"deadline_ms": 250.0}, "reply_to": "c",
+            "request_ids": [f"r{i}" for i in range(4)], "inputs": {"x": wire_of(photos)}}
+    viewed, copied = (validate(body, Limits(), expect=Job, views=v) for v in (True, False))
+    column = body["inputs"]["x"]["data"]
+    for rows in ([0, 1, 2, 3], [1, 2], [0, 2, 3], [3, 2], [2]):
+        raw_v = build_batch("m", [_pending(viewed.requests)[i] for i in rows], 1003.0, Plan())[1]
+        raw_c = build_batch("m", [_pending(copied.requests)[i] for i in rows], 1003.0, Plan())[1]
+        map_v, map_c = msgpack.unpackb(raw_v), msgpack.unpackb(raw_c)
+        assert map_v.pop("id") != map_c.pop("id") and map_v == map_c  # the same map but for the batch's id
+        got = decode(raw_v, expect=Batch)
+        np.testing.assert_array_equal(np.stack([it.inputs["x"].to_numpy() for it in got.items]), photos[rows])
+    whole = dispatch._joined([r.inputs["x"].data for r in viewed.requests])
+    assert type(whole) is memoryview and whole.obj is column and whole == column
+    gap = dispatch._joined([viewed.requests[i].inputs["x"].data for i in (0, 2)])
+    assert type(gap) is bytes and gap == column[:photos[0].nbytes] + column[2 * photos[0].nbytes:3 * photos[0].nbytes]
+    small = validate({**body, "inputs": {"x": wire_of(photos[:, :, :4])}}, Limits(), expect=Job, views=True)
+    assert type(dispatch._joined([r.inputs["x"].data for r in small.requests])) is bytes  # small rows: joined
