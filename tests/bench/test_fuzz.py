@@ -5,19 +5,12 @@ user runs, end to end, on a real server."""
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from adaserve.bench.cli import register
+from .conftest import bench_command
 
-
-def _invoke(*args: str) -> Any:
-    app = typer.Typer()
-    register(app)
-    return CliRunner().invoke(app, ["bench", "fuzz", *args])
+_invoke = bench_command("fuzz")
 
 
 def test_a_short_run_accounts_for_every_entry_and_serves_the_valid_jobs(

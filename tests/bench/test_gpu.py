@@ -6,20 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from adaserve.bench import devices
-from adaserve.bench.cli import register
 from adaserve.bench.devices import Target, measure
 from adaserve.workers.runtime import gpu_unavailable
 from adaserve.workers.runtime.base import RunOutput
 
+from .conftest import bench_command
 
-def _invoke(*args: str) -> object:
-    app = typer.Typer()
-    register(app)
-    return CliRunner().invoke(app, ["bench", "gpu", *args])
+_invoke = bench_command("gpu")
 
 
 def test_a_real_run_reports_every_variant_and_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from adaserve.bench.cli import register
 from adaserve.workers.runtime import gpu_unavailable
+
+from .conftest import bench_command
 
 NO_GPU = gpu_unavailable()
 
 
-def _invoke(*args: str) -> Any:
-    app = typer.Typer()
-    register(app)
-    return CliRunner().invoke(app, ["bench", "native", *args])
+_invoke = bench_command("native")
 
 
 def test_a_short_real_run_reports_rates_and_a_breakdown_that_adds_up(

@@ -5,19 +5,12 @@ Nothing here asserts a timing: only that figures exist, are positive and consist
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from adaserve.bench.cli import register
+from .conftest import bench_command
 
-
-def _invoke(*args: str) -> Any:
-    app = typer.Typer()
-    register(app)
-    return CliRunner().invoke(app, ["bench", "overhead", *args])
+_invoke = bench_command("overhead")
 
 
 def test_a_short_run_reports_each_process_cost_and_the_machine_load(
@@ -42,9 +35,7 @@ def test_a_short_run_reports_each_process_cost_and_the_machine_load(
 
 
 def test_hotpaths_times_every_piece_on_a_real_job() -> None:
-    app = typer.Typer()
-    register(app)
-    res = CliRunner().invoke(app, ["bench", "hotpaths", "--json", "--batch", "4", "--repeats", "3", "--calls", "2"])
+    res = bench_command("hotpaths")("--json", "--batch", "4", "--repeats", "3", "--calls", "2")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
     pieces = out["us_per_request"]

@@ -7,22 +7,18 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from adaserve.bench.cli import register
 from adaserve.bench.placement import per_batch
 from adaserve.bench.placement_sim import Setup, heft_placer, simulate
 from adaserve.planner.heft import WHOLE, Histories, Key
 from adaserve.planner.heft.seed import seed_file
 
+from .conftest import bench_command
+
 PROFILE = Path(__file__).resolve().parents[2] / "docs" / "gpu-h100.json"
 
 
-def _invoke(*args: str) -> object:
-    app = typer.Typer()
-    register(app)
-    return CliRunner().invoke(app, ["bench", "placement", *args])
+_invoke = bench_command("placement")
 
 
 def _truth() -> Histories:

@@ -5,23 +5,17 @@ Nothing here asserts a timing: only that figures exist, are positive and add up.
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import typer
 from rich.progress import Progress
-from typer.testing import CliRunner
 
 from adaserve.bench import serving_split
-from adaserve.bench.cli import register
 from adaserve.bench.serving_stack import summary
 from adaserve.broker.errors import BuildError
 
+from .conftest import bench_command
 
-def _invoke(*args: str) -> Any:
-    app = typer.Typer()
-    register(app)
-    return CliRunner().invoke(app, ["bench", "serving", *args])
+_invoke = bench_command("serving")
 
 
 def test_generation_through_a_real_pipeline_reports_positive_medians(
