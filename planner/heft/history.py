@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -78,7 +79,8 @@ class Estimate:
 class Histories:
     trust_after: int = TRUST_AFTER
     _by_key: dict[Key, dict[int, Stat]] = field(default_factory=dict)
-    _scales: dict[str, float] = field(default_factory=dict)  # kind -> measured / seeded
+    _scales: dict[str, float] = field(default_factory=dict)  # kind -> measured / seeded, the median of:
+    _ratios: dict[str, dict[tuple[Key, int], float]] = field(default_factory=dict)  # per seeded (key, size)
 
     def seed(self, key: Key, size: int, seconds: float) -> None:
         """An offline figure; it holds until the first measurement and is never trusted."""
@@ -93,15 +95,9 @@ class Histories:
             return
         stat = self._by_key.setdefault(key, {}).setdefault(size, Stat())
         if stat.add(seconds) and stat.prior > 0:
-            self._scales[key.kind] = self._measured_scale(key.kind)
-
-    def _measured_scale(self, kind: str) -> float:
-        ratios = sorted(s.mean / s.prior for k, stats in self._by_key.items() if k.kind == kind
-                        for s in stats.values() if s.prior > 0 and not s.seeded and s.n > 0)
-        if not ratios:
-            return 1.0
-        mid = len(ratios) // 2
-        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+            ratios = self._ratios.setdefault(key.kind, {})
+            ratios[(key, size)] = stat.mean / stat.prior
+            self._scales[key.kind] = statistics.median(ratios.values())
 
     def scale(self, kind: str) -> float:
         """What the seeds of ``kind`` are multiplied by: measured / seeded, 1 until measured."""
