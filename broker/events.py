@@ -285,6 +285,12 @@ class PlannerState(_Ev):
     # replays. Empty in older reports.
     steps: int = Field(0, ge=0)
     step_quantiles_ms: list[float] = Field(default_factory=list, max_length=HEARD_QUANTILES)
+    # Its batches sent: how many, and the same quantiles of the ms from the step's decision to its
+    # commands reaching the server (the step's remaining work and its round trip). The wait the
+    # planner expects before a batch starts is measured from there, so the pipeline simulator
+    # replays it. Empty in older reports.
+    sends: int = Field(0, ge=0)
+    send_quantiles_ms: list[float] = Field(default_factory=list, max_length=HEARD_QUANTILES)
     # Each pool's slots as its live workers advertise them (the most batches the planner keeps
     # in flight there), which the pipeline simulator keeps to. Empty in older reports.
     slots: dict[str, int] = Field(default_factory=dict, max_length=1024)

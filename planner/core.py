@@ -56,6 +56,9 @@ class Decision:
     # Other models that read the batch's first prompts in a prefill-only pass after it ran:
     # (model, variant, rows) (HELIOS's paired evaluation).
     score: tuple[tuple[str, str, int], ...] = ()
+    # The policy's own handle on this batch, given back in its ``Feedback`` (Clockwork's action
+    # id): which finish is this batch's cannot be told from the finishes alone.
+    token: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +80,14 @@ class Feedback:
     # judges a slot by when it freed (Clockwork's action windows) must not judge it by when the
     # planner happened to read the event.
     finished_s: float | None = None
+    # ``Decision.token`` of the batch, where the caller kept it; None otherwise.
+    token: int | None = None
 
 
 def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], request_exec_s: tuple[float, ...],
                    pool: str = "cpu", variant: str = "default", lm: tuple[Any, ...] = (),
-                   load_s: float | None = None, finished_s: float | None = None) -> Feedback:
+                   load_s: float | None = None, finished_s: float | None = None,
+                   token: int | None = None) -> Feedback:
     """The ``Feedback`` of a batch a worker ran: per-request times only for a batch of one.
 
     A worker's per-request time is when the request's output was ready inside its batch (an
@@ -91,7 +97,7 @@ def batch_feedback(model: str, size: int, exec_s: float, apps: tuple[str, ...], 
     and the pipeline simulator both build feedback here.
     """
     per = request_exec_s if size == 1 else ()
-    return Feedback(model, size, exec_s, apps, per, pool, variant, lm, load_s, finished_s)
+    return Feedback(model, size, exec_s, apps, per, pool, variant, lm, load_s, finished_s, token)
 
 
 class Scheduler(ABC):

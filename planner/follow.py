@@ -176,7 +176,7 @@ class Follower:
         if sched is not None and ev.part is None and ev.size > 0:
             sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, ev.apps,
                                          tuple(x / 1000.0 for x in ev.item_exec_ms), ev.pool, ev.variant,
-                                         ev.lm, ev.load_s, ev.ts / 1000.0))
+                                         ev.lm, ev.load_s, ev.ts / 1000.0, None if sent is None else sent[3]))
 
     def wait_ms(self, pool: str, now_ms: float) -> float:
         """Expected ms before a batch sent to ``pool`` now starts (and the worker's overhead):

@@ -18,7 +18,7 @@ __all__ = ["StateReport"]
 # Decisions kept per interval for the percentiles: past this the report says the count, and the
 # percentiles cover the first ones (a planner making 10k decisions a second is not short of data).
 MAX_SAMPLES = 10_000
-STEP_BANDS = (0.1, 0.3, 0.5, 0.7, 0.9)  # PlannerState.step_quantiles_ms
+STEP_BANDS = (0.1, 0.3, 0.5, 0.7, 0.9)  # PlannerState.step_quantiles_ms and send_quantiles_ms
 
 
 class StateReport:
@@ -29,6 +29,8 @@ class StateReport:
         self._heard: dict[int, list[float]] = {}  # span (finish ms // HEARD_SPAN_MS) -> lags
         self._steps: list[float] = []  # busy ms of the steps that sent a batch
         self._step_count = 0
+        self._sends: list[float] = []  # per batch, ms from its decision to reaching the server
+        self._send_count = 0
         self._next = 0.0
 
     @staticmethod
@@ -54,6 +56,13 @@ class StateReport:
         if len(self._steps) < MAX_SAMPLES:
             self._steps.append(max(busy_ms, 0.0))
 
+    def sent(self, lags_ms: list[float]) -> None:
+        """Batches decided that many ms before the step's commands reached the server."""
+        self._send_count += len(lags_ms)
+        room = MAX_SAMPLES - len(self._sends)
+        if room > 0:
+            self._sends += [max(x, 0.0) for x in lags_ms[:room]]
+
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
@@ -64,7 +73,9 @@ class StateReport:
         ms, count = sorted(self._ms), self._count
         spans = sorted(self._heard.items())[-HEARD_MAX_SPANS:]
         steps, step_count = sorted(self._steps), self._step_count
+        sends, send_count = sorted(self._sends), self._send_count
         self._ms, self._count, self._heard, self._steps, self._step_count = [], 0, {}, [], 0
+        self._sends, self._send_count = [], 0
         return PlannerState(
             ts=now_ms, planner=self.planner, pending={m: len(s) for m, s in scheds.items()}, held_jobs=held_jobs,
             decisions=count, decision_p50_ms=_rank(ms, 0.50), decision_p99_ms=_rank(ms, 0.99),
@@ -72,6 +83,7 @@ class StateReport:
             heard=[HeardSpan(at_ms=span * HEARD_SPAN_MS, batches=len(lags), quantiles_ms=_quantiles(sorted(lags)))
                    for span, lags in spans],
             steps=step_count, step_quantiles_ms=_bands(steps) if steps else [], slots=dict(slots or {}),
+            sends=send_count, send_quantiles_ms=_bands(sends) if sends else [],
         )
 
 

@@ -213,7 +213,9 @@ class Planner:
         self._scheduler_events()
         self._housekeeping()
         self._execute()
-        self.follow.inflight.stamp(self.now_ms())
+        lags = self.follow.inflight.stamp(self.now_ms())
+        if lags:
+            self.report.sent(lags)
         if sent:  # how soon the loop can send again: what the pipeline simulator gates dispatch by
             self.report.stepped((time.perf_counter() - started - self._blocked_s) * 1000.0)
 
@@ -436,7 +438,8 @@ class Planner:
         plan, choice = self._plan(model, pool, decision, now_ms)
         for batch_id, raw, part in build_batches(model, items, now_ms, plan, self.limits.max_message_bytes):
             view = self.pools.views.get(pool)
-            self.follow.inflight.add(batch_id, pool, now_ms, busy=view is not None and view.inflight > 0)
+            self.follow.inflight.add(batch_id, pool, now_ms, busy=view is not None and view.inflight > 0,
+                                     token=decision.token)
             extra: dict[str, object] = {}
             if self.heft is not None and choice is not None:
                 extra = dict(self.heft.dispatched(batch_id, model, choice, len(part)))

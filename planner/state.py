@@ -53,25 +53,29 @@ WAIT_HALF_LIFE_MS = 100.0  # a busy pool's mean wait, unconfirmed for this long,
 @dataclass
 class Inflight:
     """Batches this planner dispatched and has not yet seen finish: batch id -> (pool, ms, whether
-    the pool had other batches in flight when it went out)."""
+    the pool had other batches in flight when it went out, the policy's ``Decision.token``)."""
 
-    dispatched: dict[str, tuple[str, float, bool]] = field(default_factory=dict)
+    dispatched: dict[str, tuple[str, float, bool, int | None]] = field(default_factory=dict)
     unstamped: list[str] = field(default_factory=list)
 
-    def add(self, batch_id: str, pool: str, ms: float, busy: bool = False) -> None:
-        self.dispatched[batch_id] = (pool, ms, busy)
+    def add(self, batch_id: str, pool: str, ms: float, busy: bool = False, token: int | None = None) -> None:
+        self.dispatched[batch_id] = (pool, ms, busy, token)
         self.unstamped.append(batch_id)
 
-    def stamp(self, ms: float) -> None:
+    def stamp(self, ms: float) -> list[float]:
         """The batches added since the last stamp reached the server at ``ms`` (the planner's
-        pipeline runs at the end of its step, after whatever else the step did)."""
+        pipeline runs at the end of its step, after whatever else the step did); how long after
+        its decision each did."""
+        lags = []
         for b in self.unstamped:
             got = self.dispatched.get(b)
             if got is not None:
-                self.dispatched[b] = (got[0], ms, got[2])
+                lags.append(ms - got[1])
+                self.dispatched[b] = (got[0], ms, got[2], got[3])
         self.unstamped.clear()
+        return lags
 
-    def pop(self, batch_id: str) -> tuple[str, float, bool] | None:
+    def pop(self, batch_id: str) -> tuple[str, float, bool, int | None] | None:
         return self.dispatched.pop(batch_id, None)
 
     def prune(self, older_than_ms: float) -> None:

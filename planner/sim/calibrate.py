@@ -43,7 +43,7 @@ From every ``batch.finished`` whose ``batch.dispatched`` is known: its requests'
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +97,11 @@ class Calibration(BaseModel):
     # run order when ``step_ordered``.
     step_ms: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     step_ordered: bool = False
+    # Per batch sent, in run order, the ms from its decision to the step's commands reaching the
+    # server, from the planner's reports: the planner measures the wait before a batch starts
+    # from there, so the simulator does too. Empty in calibrations that predate it (the wait is
+    # then measured from the decision).
+    send_ms: list[float] = Field(default_factory=list)
     # Server time (ms) of the run's first submission, where the simulator's clock starts (the
     # admission control counts whole seconds of that clock), and the requests of the model that
     # finished per whole second in the horizon before it: ``[second, requests]``.
@@ -231,7 +236,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
     k, svc = np.asarray(size, dtype=np.float64), np.asarray(service)
     s0, s1 = _line(k, svc)
     e0, e1 = _line(k, np.asarray(execs))
-    steps = _measured_steps(reports) or _steps(sorted(ts for _, ts in lags))
+    steps = _measured(reports, lambda r: (r.steps, r.step_quantiles_ms)) or _steps(sorted(ts for _, ts in lags))
     heard, heard_at = _heard(reports, lags[0][0]) if lags else ([], [])
     return Calibration(model=model, batches=len(size),
                        ingress_ms=_ordered(np.asarray(ingress) if lags else np.sort(ingress), MAX_JOBS),
@@ -239,6 +244,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        transfer_run_ms=_ordered(np.asarray(transfer)), service_c0_ms=s0, service_c1_ms=s1,
                        service_residual_ms=_ordered(svc - (s0 + s1 * k)), exec_c0_ms=e0, exec_c1_ms=e1,
                        step_ms=steps or [0.5], step_ordered=bool(steps),
+                       send_ms=_measured(reports, lambda r: (r.sends, r.send_quantiles_ms)),
                        start_ms=lags[0][0] if lags else None,
                        batch_run_ms=_ordered(np.asarray(sent_at) - lags[0][0]) if lags else [],
                        dispatch_run_ms=_dispatches(sent.values(), model, lags[0][0]) if lags else [],
@@ -298,15 +304,16 @@ def _learnt(events: Iterable[Event], model: str, start_ms: float) -> list[tuple[
     return [(round(ts - start_ms, 3), k, round(x, 4)) for ts, k, x in done[-MAX_JOBS:]]
 
 
-def _measured_steps(reports: list[PlannerState], per_report: int = 64, min_steps: int = 20) -> list[float]:
-    """The busy times of the planner's steps that sent a batch, as its reports give them (each
-    report's five quantiles stand for a fifth of its steps each, up to ``per_report`` samples),
-    in run order."""
+def _measured(reports: list[PlannerState], field: Callable[[PlannerState], tuple[int, list[float]]],
+              per_report: int = 64, min_steps: int = 20) -> list[float]:
+    """A figure the planner's reports give as a count and five quantiles (the busy times of its
+    steps that sent a batch, the sends' lags), in run order: each quantile stands for a fifth of
+    the report's count, up to ``per_report`` samples a report."""
     out: list[float] = []
     for rep in sorted(reports, key=lambda r: r.ts):
-        q = rep.step_quantiles_ms
-        if rep.steps and q:
-            n = max(min(rep.steps, per_report) // len(q), 1)
+        count, q = field(rep)
+        if count and q:
+            n = max(min(count, per_report) // len(q), 1)
             out.extend(v for v in q for _ in range(n))
     return _ordered(np.asarray(out)) if len(out) >= min_steps else []
 

@@ -19,6 +19,9 @@ around them, with the costs a ``Calibration`` measured:
   a busy step lasts a sampled step time (drawn the same way), so a freed slot waits for the
   loop; an idle planner wakes when a job or a finished batch arrives, as the live one blocks
   on its streams;
+* the wait before a batch starts (what the policy is asked at, and expiry's bound) is learnt as
+  the live planner learns it, from when the step's commands reached the server, a drawn lag after
+  the decision (``Calibration.send_ms``);
 * a batch reaches the worker a transfer time later (drawn like the delays above) and waits there
   behind the batch in hand (one execution lane, ``slots`` batches held); when it starts, its
   requests already past their deadlines end expired unrun, as the live worker ends them
@@ -136,9 +139,11 @@ def _replayed(cal: Calibration, t_first: float) -> ReplayedLoop | None:
     return ReplayedLoop([t_first + a / 1e3 for a in points], float(np.median(cal.step_ms)) / 1e3)
 
 
-def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float) -> None:
+def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float,
+             token: int | None = None) -> None:
     """What the live planner tells its policy of a finished batch of ``k`` requests of ``app``."""
-    scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=finished_s))
+    scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=finished_s,
+                                     token=token))
 
 
 def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job: int, deadline_s: float,
@@ -158,6 +163,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     # stall of its loop delays every finish of the moment, which independent draws would spread
     heard = _TimedDraw(cal.heard_ms, cal.heard_run_ms, rng, window_ms=0.6 * HEARD_SPAN_MS) if cal.heard_ms else None
     step = _Draw(cal.step_ms, cal.step_ordered, rng)
+    # its own generator: calibrations without it draw everything else as before
+    send = _Draw(cal.send_ms, True, np.random.default_rng([seed, 1])) if cal.send_ms else None
     lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
     if cal.ingress_ordered and len(cal.ingress_ms) == n_jobs and len(cal.submitted_run_ms) == n_jobs:
@@ -188,8 +195,9 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             for sec, done in cal.drained:
                 overload.finished_in_second(model, done, sec)
     _learn_before(scheduler, cal, model, app, deadline_s, t_first)
-    running: list[tuple[float, int, list[Pending], float, float, bool]] = []  # (finish, tie, batch, sent, exec, busy)
-    noticed: list[tuple[float, int, list[Pending], float, float, bool, float]] = []  # (heard, ..., finish)
+    # (finish, tie, batch, sent, exec, busy, the decision's token)
+    running: list[tuple[float, int, list[Pending], float, float, bool, int | None]] = []
+    noticed: list[tuple[float, int, list[Pending], float, float, bool, int | None, float]] = []  # (heard, ..., finish)
     tie = itertools.count()
     inflight, lane_free, nxt_job = 0, 0.0, 0
     wait = Ewma()  # dispatch-to-start plus the worker's time around the runner, as the planner keeps it
@@ -208,15 +216,15 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     gate = t_first  # the planner's loop can dispatch again from here on
     while nxt_job < n_jobs or running or noticed or len(scheduler):
         while running and running[0][0] <= now:  # finished: results out; the planner hears later
-            fin, _, batch, sent, exec_s, was_busy = heapq.heappop(running)
+            fin, _, batch, sent, exec_s, was_busy, token = heapq.heappop(running)
             end([p for p in batch if fin <= p.deadline + 1e-12], 1)
             end([p for p in batch if fin > p.deadline + 1e-12], 2)
             late = heard((fin - t_first) * 1e3) if heard is not None else 0.0
-            heapq.heappush(noticed, (fin + late, next(tie), batch, sent, exec_s, was_busy, fin))
+            heapq.heappush(noticed, (fin + late, next(tie), batch, sent, exec_s, was_busy, token, fin))
             if loop is not None:  # its slot frees when the live loop would have seen it free
                 loop.finished(fin)
         while noticed and noticed[0][0] <= now:  # the planner reads of it: slot free, feedback learnt
-            _, _, batch, sent, exec_s, was_busy, fin = heapq.heappop(noticed)
+            _, _, batch, sent, exec_s, was_busy, token, fin = heapq.heappop(noticed)
             if loop is None:
                 inflight -= 1
             gap = max(fin - exec_s - sent, 0.0)
@@ -228,7 +236,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                 continue
             if overload is not None:
                 overload.finished(model, k, fin + epoch)
-            _observe(scheduler, model, app, k, exec_s, fin)
+            _observe(scheduler, model, app, k, exec_s, fin, token)
         while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
             j = int(order[nxt_job])
             t0 = float(jobs_s[j])
@@ -281,7 +289,9 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             inflight += 1
             if k:
                 batches, in_batches, busy = batches + 1, in_batches + k, busy + service
-            heapq.heappush(running, (lane_free, next(tie), ran, now, exec_s, inflight > 1))
+            # the wait the planner learns runs from when the step's commands reached the server
+            stamped = now + send((now - t_first) / span) if send is not None else now
+            heapq.heappush(running, (lane_free, next(tie), ran, stamped, exec_s, inflight > 1, d.token))
             sent = True
         if sent:
             gate = now + step((now - t_first) / span)

@@ -50,7 +50,7 @@ def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
     f = Follower(r, keys, worker_ttl_s=5.0)
     f.start()
     learner = _Learner()
-    f.inflight.add("b1", "cpu", 1000.0)
+    f.inflight.add("b1", "cpu", 1000.0, token=7)
     for body in (_beat("w1", "cpu", 1000.0), _finished("b1", 1020.0), _finished("b2", 1030.0, part=1),
                  {"event": "worker.stopped", "ts": 1040.0, "worker": "w0", "pool": "gpu"}):
         _event(r, keys, **body)
@@ -58,8 +58,10 @@ def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
     f.pools.refresh(1050.0)
     assert sorted(f.pools.views) == ["cpu"]  # w0 stopped, "old" was never seen
     # Only the whole run teaches the policy; b1 waited 20 - 5 ms before it started.
-    # It learns when the worker finished (s), not when this read happened (Clockwork's windows).
-    assert [(fb.size, fb.exec_s, fb.apps, fb.finished_s) for fb in learner.seen] == [(1, 0.005, ("a",), 1.02)]
+    # It learns when the worker finished (s), not when this read happened, and which of its
+    # decisions finished (its token): Clockwork's windows.
+    assert [(fb.size, fb.exec_s, fb.apps, fb.finished_s, fb.token) for fb in learner.seen] == [
+        (1, 0.005, ("a",), 1.02, 7)]
     # b1 went out to an idle pool: 15 ms is also the pool's floor, for a couple of seconds
     assert f.ahead_ms("m", 1050.0) == 15.0 and f.wait_ms("cpu", 1050.0) == 15.0 and f.wait_ms("gpu", 1050.0) == 0.0
     assert f.ahead_ms("m", 1020.0 + 2500.0) == 0.0  # the bound forgets, so expiry cannot latch

@@ -37,3 +37,15 @@ def test_busy_steps_are_counted_with_their_quantiles() -> None:
     assert PlannerState.model_validate(state.model_dump()) == state
     nothing = rep.take(1.0, {}, 0)
     assert nothing.steps == 0 and nothing.step_quantiles_ms == []
+
+
+def test_the_lag_from_decision_to_server_is_counted_per_batch_with_its_quantiles() -> None:
+    rep = StateReport("p", 1.0)
+    rep.sent([1.0, 2.0, 2.0])
+    rep.sent([0.5, 9.0, -0.2])  # a clock step back is not a negative lag
+    state = rep.take(0.0, {}, 0)
+    assert state.sends == 6 and state.send_quantiles_ms == [0.0, 0.5, 2.0, 2.0, 9.0]
+    assert state.steps == 0  # the steps are their own figure
+    assert PlannerState.model_validate(state.model_dump()) == state
+    nothing = rep.take(1.0, {}, 0)
+    assert nothing.sends == 0 and nothing.send_quantiles_ms == []

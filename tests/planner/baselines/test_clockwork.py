@@ -109,3 +109,46 @@ def test_a_prediction_left_over_does_not_shift_the_later_pairings() -> None:
         t += 0.1
     d = s.next_batch(t, 1)
     assert d.expired == [] and s.rejected_batches == 0
+
+
+def test_a_finish_is_judged_against_its_own_batch_not_the_nearest_prediction() -> None:
+    # Two workers; b planned 3 ms after a. Each freed its slot within the window of its own
+    # prediction, but a's finish is nearer b's: matched by time, b's would be judged against a's.
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005, lanes=2)
+    for i in range(4):
+        s.add(_p(i, 10.0), 0.0)
+    a = s.next_batch(0.0, 1)  # predicted to end at 0.0675
+    b = s.next_batch(0.003, 1)  # 0.0705
+    assert a.token is not None and b.token is not None and a.token != b.token
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.070, token=a.token))
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.0735, token=b.token))
+    d = s.next_batch(0.08, 1)
+    assert d.expired == [] and s.rejected_batches == 0
+
+
+def test_a_late_batch_heard_after_others_were_planned_still_fails() -> None:
+    # a ran 42.5 ms past its prediction, and b (planned behind it) as late; matched by time,
+    # a's finish was nearer b's prediction and only one of the two failed.
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005)
+    for i in range(5):
+        s.add(_p(i, 10.0), 0.0)
+    a = s.next_batch(0.0, 1)  # 0.0675
+    b = s.next_batch(0.05, 1)  # behind a: 0.135
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.11, token=a.token))
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.1775, token=b.token))
+    d = s.next_batch(0.18, 1)
+    assert len(d.expired) == 2 and s.rejected_batches == 2
+
+
+def test_a_decision_sent_as_several_messages_is_judged_once() -> None:
+    # Its second message's finish is not another batch's: b's prediction stays for b's own finish.
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005)
+    for i in range(4):
+        s.add(_p(i, 10.0), 0.0)
+    a = s.next_batch(0.0, 1)  # 0.0675
+    b = s.next_batch(0.0, 1)  # behind a: 0.135
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.0675, token=a.token))
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.2, token=a.token))  # a's second message
+    s.observe(Feedback("m", 1, 0.0675, finished_s=0.135, token=b.token))
+    d = s.next_batch(0.2, 1)
+    assert d.expired == [] and s.rejected_batches == 0

@@ -88,6 +88,15 @@ def test_the_planners_busy_steps_come_from_its_reports_when_it_gave_them(synthet
     assert few.step_ms == inferred.step_ms  # too few measured steps to stand for the run
 
 
+def test_the_lag_from_decision_to_server_comes_from_the_planners_reports(synthetic_run: list[object]) -> None:
+    assert calibrate(synthetic_run).send_ms == []  # reports that predate it: the wait runs from the decision
+    reports = [PlannerState(ts=1150.0, planner="p", sends=25, send_quantiles_ms=[0.5, 1.0, 1.5, 2.0, 8.0]),
+               PlannerState(ts=1050.0, planner="p", sends=5, send_quantiles_ms=[3.0] * 5)]
+    cal = calibrate([*synthetic_run, *reports])
+    assert cal.send_ms == [3.0] * 5 + [x for x in (0.5, 1.0, 1.5, 2.0, 8.0) for _ in range(5)]
+    assert Calibration.model_validate_json(cal.model_dump_json()) == cal
+
+
 def test_the_workers_slots_come_from_the_planners_reports(synthetic_run: list[object]) -> None:
     assert calibrate(synthetic_run).slots is None  # reports that predate the count: the default
     reports = [PlannerState(ts=1150.0, planner="p", slots={"cpu": 2}),

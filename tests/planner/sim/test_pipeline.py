@@ -156,3 +156,48 @@ def test_replaying_a_runs_jobs_it_dispatches_when_the_live_planner_did() -> None
     dense, sparse = run(1.0), run(100.0)
     assert dense[0] > 0.95
     assert sparse[0] < 0.4 and sparse[1] <= 2 * (1100 / 100 + 1)  # no more than its two slots a dispatch
+
+
+def test_each_batch_s_feedback_carries_its_decision_s_token() -> None:
+    # Clockwork judges each finish against its own batch's prediction, as live (planner.follow)
+    from adaserve.planner.baselines import ClockworkScheduler
+    from adaserve.planner.core import Feedback
+
+    class Recording(ClockworkScheduler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.decided: list[int | None] = []
+            self.heard: list[int | None] = []
+
+        def next_batch(self, now: float, max_size: int) -> Decision:
+            d = super().next_batch(now, max_size)
+            if d.batch:
+                self.decided.append(d.token)
+            return d
+
+        def observe(self, feedback: Feedback) -> None:
+            self.heard.append(feedback.token)
+            super().observe(feedback)
+
+    s = Recording()
+    jobs = np.cumsum(np.random.default_rng(1).exponential(0.004, 300))
+    simulate_pipeline(s, jobs, 4, 0.03, _cal([1.0, 2.0]))
+    assert s.decided and None not in s.decided and len(set(s.decided)) == len(s.decided)
+    assert sorted(s.heard) == sorted(s.decided)  # every batch ran some request here
+
+
+def test_the_wait_is_learnt_from_when_the_batch_reached_the_server() -> None:
+    # The live planner's wait runs from the end of the step that sent a batch: a lag the
+    # calibration measured there shortens what the simulated planner expects before a start, and
+    # Clockwork, predicting each batch's finish from it, then finds more of its slots late.
+    jobs = np.arange(1500) * 0.002
+    cal = _cal([1.0], c0=0.5, c1=0.1).model_copy(update={"transfer_run_ms": [9.0] * 4, "transfer_ms": 9.0})
+
+    def failed(send_ms: list[float]) -> int:
+        s = default_factory("clockwork")("m", None)
+        simulate_pipeline(s, jobs, 4, 0.03, cal.model_copy(update={"send_ms": send_ms}))
+        return int(s.rejected_batches)
+
+    assert failed([]) == failed([0.0] * 5)  # a zero lag is the simulator as it was
+    # 7 of the 9 ms before a start were the planner's: the learnt wait misses them, past the 5 ms window
+    assert failed([7.0] * 5) > failed([]) + 10
