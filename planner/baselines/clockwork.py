@@ -132,7 +132,7 @@ class ClockworkScheduler(Scheduler):
         to the reported finish. Matched by time, a batch heard of after the planner had planned
         others paired with a later prediction and left its own over, to be paired 25-70 ms late
         with a later finish: live, 15 % of Clockwork's batches failed against 4 % replayed
-        (docs/orloj.md, "Twenty-second session")."""
+        (docs/orloj.md, "Twenty-first session")."""
         if token is not None:
             # a decision sent as several messages comes back once per message: the first is its finish
             return self._free_at.pop(token, None)
