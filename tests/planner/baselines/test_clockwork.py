@@ -1,7 +1,7 @@
 import numpy as np
 
 from adaserve.planner.baselines import ClockworkScheduler, MeanLatency
-from adaserve.planner.core import Feedback, Pending
+from adaserve.planner.core import Decision, Feedback, Pending
 from adaserve.planner.orloj.prior import Prior
 
 PRIOR = Prior(np.array([0.06, 0.08]), np.array([1.0]), 0.05, 0.25, 0.05, 0.0175)  # l(k) = 0.05 + 0.0175 k
@@ -111,14 +111,18 @@ def test_a_prediction_left_over_does_not_shift_the_later_pairings() -> None:
     assert d.expired == [] and s.rejected_batches == 0
 
 
+def _planned(at: tuple[float, ...], lanes: int = 1) -> tuple[ClockworkScheduler, list[Decision]]:
+    """Batches of one planned at each time of ``at`` (0.0675 s each), three requests behind them."""
+    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005, lanes=lanes)
+    for i in range(len(at) + 3):
+        s.add(_p(i, 10.0), 0.0)
+    return s, [s.next_batch(t, 1) for t in at]
+
+
 def test_a_finish_is_judged_against_its_own_batch_not_the_nearest_prediction() -> None:
     # Two workers; b planned 3 ms after a. Each freed its slot within the window of its own
     # prediction, but a's finish is nearer b's: matched by time, b's would be judged against a's.
-    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005, lanes=2)
-    for i in range(4):
-        s.add(_p(i, 10.0), 0.0)
-    a = s.next_batch(0.0, 1)  # predicted to end at 0.0675
-    b = s.next_batch(0.003, 1)  # 0.0705
+    s, (a, b) = _planned((0.0, 0.003), lanes=2)  # predicted to end at 0.0675 and 0.0705
     assert a.token is not None and b.token is not None and a.token != b.token
     s.observe(Feedback("m", 1, 0.0675, finished_s=0.070, token=a.token))
     s.observe(Feedback("m", 1, 0.0675, finished_s=0.0735, token=b.token))
@@ -129,11 +133,7 @@ def test_a_finish_is_judged_against_its_own_batch_not_the_nearest_prediction() -
 def test_a_late_batch_heard_after_others_were_planned_still_fails() -> None:
     # a ran 42.5 ms past its prediction, and b (planned behind it) as late; matched by time,
     # a's finish was nearer b's prediction and only one of the two failed.
-    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005)
-    for i in range(5):
-        s.add(_p(i, 10.0), 0.0)
-    a = s.next_batch(0.0, 1)  # 0.0675
-    b = s.next_batch(0.05, 1)  # behind a: 0.135
+    s, (a, b) = _planned((0.0, 0.05))  # 0.0675, and behind a 0.135
     s.observe(Feedback("m", 1, 0.0675, finished_s=0.11, token=a.token))
     s.observe(Feedback("m", 1, 0.0675, finished_s=0.1775, token=b.token))
     d = s.next_batch(0.18, 1)
@@ -142,11 +142,7 @@ def test_a_late_batch_heard_after_others_were_planned_still_fails() -> None:
 
 def test_a_decision_sent_as_several_messages_is_judged_once() -> None:
     # Its second message's finish is not another batch's: b's prediction stays for b's own finish.
-    s = ClockworkScheduler(MeanLatency(PRIOR), sizes=(1,), action_window_s=0.005)
-    for i in range(4):
-        s.add(_p(i, 10.0), 0.0)
-    a = s.next_batch(0.0, 1)  # 0.0675
-    b = s.next_batch(0.0, 1)  # behind a: 0.135
+    s, (a, b) = _planned((0.0, 0.0))  # 0.0675, and behind a 0.135
     s.observe(Feedback("m", 1, 0.0675, finished_s=0.0675, token=a.token))
     s.observe(Feedback("m", 1, 0.0675, finished_s=0.2, token=a.token))  # a's second message
     s.observe(Feedback("m", 1, 0.0675, finished_s=0.135, token=b.token))
