@@ -290,7 +290,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             if k:
                 batches, in_batches, busy = batches + 1, in_batches + k, busy + service
             # the wait the planner learns runs from when the step's commands reached the server
-            stamped = now + send((now - t_first) / span) if send is not None else now
+            # (drawn apart from the transfer, but never after the batch started)
+            stamped = min(now + send((now - t_first) / span), start) if send is not None else now
             heapq.heappush(running, (lane_free, next(tie), ran, stamped, exec_s, inflight > 1, d.token))
             sent = True
         if sent:
