@@ -164,9 +164,9 @@ class Follower:
             self.on_finished(ev)
         sent = self.inflight.pop(ev.batch_id)
         if sent is not None:
-            gap = max(ev.ts - ev.exec_ms - sent[1], 0.0)
+            gap = max(ev.ts - ev.exec_ms - sent.ms, 0.0)
             self.wait.setdefault(ev.pool, Ewma()).add(gap, ev.ts)
-            if not sent[2]:  # it went out to an idle pool: no queueing in this one
+            if not sent.busy:  # it went out to an idle pool: no queueing in this one
                 self.floor.setdefault(ev.pool, RecentFloor()).add(ev.ts, gap)
         if self.overload is not None and ev.next_pool is None:
             self.overload.finished(ev.model, ev.size, ev.ts / 1000.0)
@@ -176,7 +176,7 @@ class Follower:
         if sched is not None and ev.part is None and ev.size > 0:
             sched.observe(batch_feedback(ev.model, ev.size, ev.exec_ms / 1000.0, ev.apps,
                                          tuple(x / 1000.0 for x in ev.item_exec_ms), ev.pool, ev.variant,
-                                         ev.lm, ev.load_s, ev.ts / 1000.0, None if sent is None else sent[3]))
+                                         ev.lm, ev.load_s, ev.ts / 1000.0, None if sent is None else sent.token))
 
     def wait_ms(self, pool: str, now_ms: float) -> float:
         """Expected ms before a batch sent to ``pool`` now starts (and the worker's overhead):

@@ -21,16 +21,34 @@ MAX_SAMPLES = 10_000
 STEP_BANDS = (0.1, 0.3, 0.5, 0.7, 0.9)  # PlannerState.step_quantiles_ms and send_quantiles_ms
 
 
+class _Samples:
+    """One interval's values of a figure: how many came, and the first ``MAX_SAMPLES`` of them."""
+
+    __slots__ = ("count", "values")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.values: list[float] = []
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        if len(self.values) < MAX_SAMPLES:
+            self.values.append(value)
+
+    def take(self) -> tuple[int, list[float]]:
+        """The count and the sorted values; the next interval starts empty."""
+        out = self.count, sorted(self.values)
+        self.count, self.values = 0, []
+        return out
+
+
 class StateReport:
     def __init__(self, planner: str, interval_s: float) -> None:
         self.planner, self.interval_s = planner, interval_s
-        self._ms: list[float] = []
-        self._count = 0
+        self._decisions = _Samples()  # ms of each scheduler call
         self._heard: dict[int, list[float]] = {}  # span (finish ms // HEARD_SPAN_MS) -> lags
-        self._steps: list[float] = []  # busy ms of the steps that sent a batch
-        self._step_count = 0
-        self._sends: list[float] = []  # per batch, ms from its decision to reaching the server
-        self._send_count = 0
+        self._steps = _Samples()  # busy ms of the steps that sent a batch
+        self._sends = _Samples()  # per batch, ms from its decision to reaching the server
         self._next = 0.0
 
     @staticmethod
@@ -38,9 +56,7 @@ class StateReport:
         return time.perf_counter()
 
     def decided(self, started: float) -> None:
-        self._count += 1
-        if len(self._ms) < MAX_SAMPLES:
-            self._ms.append((time.perf_counter() - started) * 1000.0)
+        self._decisions.add((time.perf_counter() - started) * 1000.0)
 
     def heard(self, finished_ms: float, now_ms: float) -> None:
         """A batch that finished at ``finished_ms``, read by a step that came to dispatch at
@@ -52,16 +68,12 @@ class StateReport:
 
     def stepped(self, busy_ms: float) -> None:
         """A loop step that sent a batch was busy ``busy_ms`` (its blocking reads left out)."""
-        self._step_count += 1
-        if len(self._steps) < MAX_SAMPLES:
-            self._steps.append(max(busy_ms, 0.0))
+        self._steps.add(max(busy_ms, 0.0))
 
     def sent(self, lags_ms: list[float]) -> None:
         """Batches decided that many ms before the step's commands reached the server."""
-        self._send_count += len(lags_ms)
-        room = MAX_SAMPLES - len(self._sends)
-        if room > 0:
-            self._sends += [max(x, 0.0) for x in lags_ms[:room]]
+        for lag in lags_ms:
+            self._sends.add(max(lag, 0.0))
 
     def due(self) -> bool:
         return time.monotonic() >= self._next
@@ -70,12 +82,11 @@ class StateReport:
              slots: Mapping[str, int] | None = None) -> PlannerState:
         """The report for the interval that ends now; the next one starts empty."""
         self._next = time.monotonic() + self.interval_s
-        ms, count = sorted(self._ms), self._count
+        count, ms = self._decisions.take()
         spans = sorted(self._heard.items())[-HEARD_MAX_SPANS:]
-        steps, step_count = sorted(self._steps), self._step_count
-        sends, send_count = sorted(self._sends), self._send_count
-        self._ms, self._count, self._heard, self._steps, self._step_count = [], 0, {}, [], 0
-        self._sends, self._send_count = [], 0
+        self._heard = {}
+        step_count, steps = self._steps.take()
+        send_count, sends = self._sends.take()
         return PlannerState(
             ts=now_ms, planner=self.planner, pending={m: len(s) for m, s in scheds.items()}, held_jobs=held_jobs,
             decisions=count, decision_p50_ms=_rank(ms, 0.50), decision_p99_ms=_rank(ms, 0.99),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from adaserve.broker.messages import Job
 
@@ -50,16 +51,25 @@ class Ewma:
 WAIT_HALF_LIFE_MS = 100.0  # a busy pool's mean wait, unconfirmed for this long, counts half as much
 
 
+class Sent(NamedTuple):
+    """A batch in flight: its pool, when it was decided (then when it reached the server), whether
+    the pool had other batches in flight when it went out, and the policy's ``Decision.token``."""
+
+    pool: str
+    ms: float
+    busy: bool
+    token: int | None
+
+
 @dataclass
 class Inflight:
-    """Batches this planner dispatched and has not yet seen finish: batch id -> (pool, ms, whether
-    the pool had other batches in flight when it went out, the policy's ``Decision.token``)."""
+    """Batches this planner dispatched and has not yet seen finish, by batch id."""
 
-    dispatched: dict[str, tuple[str, float, bool, int | None]] = field(default_factory=dict)
+    dispatched: dict[str, Sent] = field(default_factory=dict)
     unstamped: list[str] = field(default_factory=list)
 
     def add(self, batch_id: str, pool: str, ms: float, busy: bool = False, token: int | None = None) -> None:
-        self.dispatched[batch_id] = (pool, ms, busy, token)
+        self.dispatched[batch_id] = Sent(pool, ms, busy, token)
         self.unstamped.append(batch_id)
 
     def stamp(self, ms: float) -> list[float]:
@@ -70,16 +80,16 @@ class Inflight:
         for b in self.unstamped:
             got = self.dispatched.get(b)
             if got is not None:
-                lags.append(ms - got[1])
-                self.dispatched[b] = (got[0], ms, got[2], got[3])
+                lags.append(ms - got.ms)
+                self.dispatched[b] = got._replace(ms=ms)
         self.unstamped.clear()
         return lags
 
-    def pop(self, batch_id: str) -> tuple[str, float, bool, int | None] | None:
+    def pop(self, batch_id: str) -> Sent | None:
         return self.dispatched.pop(batch_id, None)
 
     def prune(self, older_than_ms: float) -> None:
-        self.dispatched = {b: v for b, v in self.dispatched.items() if v[1] >= older_than_ms}
+        self.dispatched = {b: v for b, v in self.dispatched.items() if v.ms >= older_than_ms}
 
 
 @dataclass
