@@ -11,7 +11,8 @@ From every ``batch.finished`` whose ``batch.dispatched`` is known: its requests'
 ``queue_ms`` give when they were submitted and when the batch started, so
 
 * ``transfer``: dispatch to start not spent behind the worker's previous batch, per batch in run
-  order (and its lower quartile),
+  order (and its lower quartile), and whether the worker was still running that previous batch
+  when it was dispatched (the figure of such a batch is only the gap after that one),
 * ``service``: start to the finished event, fitted as ``s0 + s1 * size`` with the residuals kept
   (the size the worker ran: requests it ended unrun past their deadlines are not counted, and a
   batch that ran none gives no sample),
@@ -47,7 +48,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from adaserve.broker.errors import DataError, InvalidArgument
 from adaserve.broker.events import (
@@ -87,6 +88,12 @@ class Calibration(BaseModel):
     # Per batch, in run order: dispatch to start less any time the worker was still busy with
     # the batch before (what the lane model adds itself). Empty in calibrations that predate it.
     transfer_run_ms: list[float] = Field(default_factory=list)
+    # Per batch of ``transfer_run_ms``: whether the worker was still running the batch before when
+    # it was dispatched. Such a batch's figure is only how soon it started after that one (0.05
+    # ms at the median), not how long it took to reach the worker (1-6 ms when the machine is
+    # saturated): the simulator draws the transfer among the other batches. Empty in calibrations
+    # that predate it (every batch is then drawn from).
+    transfer_busy: list[bool] = Field(default_factory=list)
     service_c0_ms: float = Field(ge=0)
     service_c1_ms: float = Field(ge=0)
     service_residual_ms: list[float] = Field(min_length=1)  # in run order (batch by batch)
@@ -138,6 +145,13 @@ class Calibration(BaseModel):
     # calibrations that predate it; ``adaserve sim --calibrate`` keeps the horizon's only.
     learnt_before: list[tuple[float, int, float]] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _one_flag_per_transfer(self) -> Calibration:
+        if self.transfer_busy and len(self.transfer_busy) != len(self.transfer_run_ms):
+            raise ValueError(f"transfer_busy has {len(self.transfer_busy)} flags for "
+                             f"{len(self.transfer_run_ms)} transfers (transfer_run_ms); one each, or none")
+        return self
+
     def save(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=1))
 
@@ -164,11 +178,16 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(c0), float(c1)
 
 
-def _ordered(values: np.ndarray, most: int = MAX_SAMPLES) -> list[float]:
+def _thinned(values: np.ndarray, most: int = MAX_SAMPLES) -> np.ndarray:
     """``values`` kept in their order, thinned evenly to ``most``."""
     if values.size > most:
         values = values[np.linspace(0, values.size - 1, most).round().astype(int)]
-    return [round(float(x), 4) for x in values]
+    return values
+
+
+def _ordered(values: np.ndarray, most: int = MAX_SAMPLES) -> list[float]:
+    """``_thinned``, rounded."""
+    return [round(float(x), 4) for x in _thinned(values, most)]
 
 
 def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iterable[Event] = (),
@@ -204,6 +223,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
     service: list[float] = []
     execs: list[float] = []
     transfer: list[float] = []
+    busy: list[bool] = []
     ingress: list[float] = []
     sent_at: list[float] = []
     prev_end = -np.inf
@@ -219,6 +239,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
         sent_at.append(d.ts)
         wait.append(max(started - d.ts, 0.0))
         transfer.append(max(started - max(d.ts, prev_end), 0.0))
+        busy.append(prev_end > d.ts)
         prev_end = f.ts
         service.append(max(f.ts - started, 0.0))
         execs.append(f.exec_ms)
@@ -241,7 +262,8 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
     return Calibration(model=model, batches=len(size),
                        ingress_ms=_ordered(np.asarray(ingress) if lags else np.sort(ingress), MAX_JOBS),
                        ingress_ordered=bool(lags), transfer_ms=float(np.percentile(wait, 25)),
-                       transfer_run_ms=_ordered(np.asarray(transfer)), service_c0_ms=s0, service_c1_ms=s1,
+                       transfer_run_ms=_ordered(np.asarray(transfer)),
+                       transfer_busy=[bool(x) for x in _thinned(np.asarray(busy))], service_c0_ms=s0, service_c1_ms=s1,
                        service_residual_ms=_ordered(svc - (s0 + s1 * k)), exec_c0_ms=e0, exec_c1_ms=e1,
                        step_ms=steps or [0.5], step_ordered=bool(steps),
                        send_ms=_measured(reports, lambda r: (r.sends, r.send_quantiles_ms)),

@@ -22,8 +22,10 @@ around them, with the costs a ``Calibration`` measured:
 * the wait before a batch starts (what the policy is asked at, and expiry's bound) is learnt as
   the live planner learns it, from when the step's commands reached the server, a drawn lag after
   the decision (``Calibration.send_ms``);
-* a batch reaches the worker a transfer time later (drawn like the delays above) and waits there
-  behind the batch in hand (one execution lane, ``slots`` batches held); when it starts, its
+* a batch reaches the worker a transfer time later (drawn like the delays above, among the live
+  batches sent to an idle worker: the figure of one sent while the worker was busy is only how
+  soon it started after the batch before) and waits there behind the batch in hand (one
+  execution lane, ``slots`` batches held); when it starts, its
   requests already past their deadlines end expired unrun, as the live worker ends them
   (``workers.execute.past_deadline``), and the rest, ``k`` of them, take ``s0 + s1 k``
   plus a residual drawn among the calibration's batches at the same point of the run (the worker
@@ -139,6 +141,14 @@ def _replayed(cal: Calibration, t_first: float) -> ReplayedLoop | None:
     return ReplayedLoop([t_first + a / 1e3 for a in points], float(np.median(cal.step_ms)) / 1e3)
 
 
+def _sent_idle(cal: Calibration) -> list[bool]:
+    """Which of the calibration's transfers to draw from: those of batches sent to an idle worker,
+    or all of them when it does not say (calibrations that predate ``transfer_busy``) or when
+    every batch was sent to a busy one."""
+    idle = [not b for b in cal.transfer_busy]
+    return idle if any(idle) else [True] * len(cal.transfer_run_ms)
+
+
 def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float,
              token: int | None = None) -> None:
     """What the live planner tells its policy of a finished batch of ``k`` requests of ``app``."""
@@ -157,7 +167,9 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     n_jobs = int(jobs_s.size)
     n = n_jobs * requests_per_job
     resid = _Draw(cal.service_residual_ms, True, rng)
-    transfer = _Draw(cal.transfer_run_ms or [cal.transfer_ms], bool(cal.transfer_run_ms), rng)
+    idle = _sent_idle(cal)
+    transfers = [x for x, keep in zip(cal.transfer_run_ms, idle) if keep]
+    transfer = _Draw(transfers or [cal.transfer_ms], bool(transfers), rng)
     timed = None
     # how late the planner heard of the batches that finished in the same span of the run: a
     # stall of its loop delays every finish of the moment, which independent draws would spread
@@ -174,7 +186,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         jobs_s, seen = float(jobs_s[0]) + landed / 1e3, float(jobs_s[0]) + read / 1e3
         if len(cal.batch_run_ms) == len(cal.service_residual_ms) == len(cal.transfer_run_ms):
             timed = (_TimedDraw(cal.service_residual_ms, cal.batch_run_ms, rng),
-                     _TimedDraw(cal.transfer_run_ms, cal.batch_run_ms, rng))
+                     _TimedDraw(transfers, [at for at, keep in zip(cal.batch_run_ms, idle) if keep], rng))
     elif cal.ingress_ordered and len(cal.ingress_ms) == n_jobs:
         seen = jobs_s + np.asarray(cal.ingress_ms) / 1e3
     else:

@@ -160,3 +160,23 @@ def test_every_dispatch_is_kept(synthetic_run: list[object]) -> None:
     assert len(cal.dispatch_run_ms) == 33 and 200.0 in cal.dispatch_run_ms
     assert cal.dispatch_run_ms[0] == 13.0  # job 1: submitted 10 ms after job 0, dispatched 3 ms later
     assert cal.dispatch_run_ms == sorted(cal.dispatch_run_ms)
+
+
+def test_a_batch_sent_while_the_worker_ran_the_one_before_is_flagged(tmp_path: Path,
+                                                                     synthetic_run: list[object]) -> None:
+    """Its transfer is then only the gap after that batch: the simulator draws from the others."""
+    from adaserve.broker.errors import DataError
+    from adaserve.broker.events import BatchDispatched
+
+    assert calibrate(synthetic_run).transfer_busy == [False] * 32  # each sent 7 ms after the last finished
+    # b2, dispatched at 1023, sent at 1014.5 instead: b1 ran from 1014 to 1015
+    evs = [e.model_copy(update={"ts": 1014.5}) if isinstance(e, BatchDispatched) and e.batch_id == "b2" else e
+           for e in synthetic_run]
+    cal = calibrate(evs)  # type: ignore[arg-type]
+    assert cal.transfer_busy == [False, True] + [False] * 30
+    assert cal.transfer_run_ms[1] == pytest.approx(24.0 - 15.0)  # started at 1024, b1 finished at 1015
+    cal.save(tmp_path / "cal.json")
+    assert Calibration.load(tmp_path / "cal.json") == cal
+    (tmp_path / "bad.json").write_text(cal.model_copy(update={"transfer_busy": [True]}).model_dump_json())
+    with pytest.raises(DataError, match="transfer_busy has 1 flags for 32 transfers"):
+        Calibration.load(tmp_path / "bad.json")

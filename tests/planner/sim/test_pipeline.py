@@ -201,3 +201,19 @@ def test_the_wait_is_learnt_from_when_the_batch_reached_the_server() -> None:
     assert failed([]) == failed([0.0] * 5)  # a zero lag is the simulator as it was
     # 7 of the 9 ms before a start were the planner's: the learnt wait misses them, past the 5 ms window
     assert failed([7.0] * 5) > failed([]) + 10
+
+
+def test_a_transfer_is_drawn_among_batches_sent_to_an_idle_worker() -> None:
+    # Live, half the batches were sent while the worker ran the one before: they started 0.05 ms
+    # after it; the others took 12 ms to arrive. A simulated batch sent to an idle worker takes
+    # the 12 ms, which a 10 ms deadline does not leave.
+    jobs = np.arange(200) * 0.02
+    cal = _cal([1.0]).model_copy(update={"transfer_run_ms": [0.05, 12.0] * 50, "transfer_ms": 0.05})
+
+    def rate(busy: list[bool]) -> float:
+        return simulate_pipeline(default_factory("edf")("m", None), jobs, 4, 0.01,
+                                 cal.model_copy(update={"transfer_busy": busy})).finish_rate
+
+    assert rate([True, False] * 50) == 0.0
+    assert rate([]) > 0.2  # calibrations that predate the flags: every batch drawn from
+    assert rate([True] * 100) == rate([])
