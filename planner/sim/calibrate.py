@@ -91,8 +91,8 @@ class Calibration(BaseModel):
     # Per batch of ``transfer_run_ms``: whether the worker was still running the batch before when
     # it was dispatched. Such a batch's figure is only how soon it started after that one (0.05
     # ms at the median), not how long it took to reach the worker (1-6 ms when the machine is
-    # saturated): the simulator draws the transfer among the other batches. Empty in calibrations
-    # that predate it (every batch is then drawn from).
+    # saturated): the simulator draws a transfer among the other batches, and has a batch it sends
+    # to a busy worker wait only for that worker. Empty in calibrations that predate it.
     transfer_busy: list[bool] = Field(default_factory=list)
     service_c0_ms: float = Field(ge=0)
     service_c1_ms: float = Field(ge=0)

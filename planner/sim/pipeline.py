@@ -22,10 +22,13 @@ around them, with the costs a ``Calibration`` measured:
 * the wait before a batch starts (what the policy is asked at, and expiry's bound) is learnt as
   the live planner learns it, from when the step's commands reached the server, a drawn lag after
   the decision (``Calibration.send_ms``);
-* a batch reaches the worker a transfer time later (drawn like the delays above, among the live
-  batches sent to an idle worker: the figure of one sent while the worker was busy is only how
-  soon it started after the batch before) and waits there behind the batch in hand (one
-  execution lane, ``slots`` batches held); when it starts, its
+* a batch sent to an idle worker reaches it a transfer time later (drawn like the delays above,
+  among the live batches sent to an idle worker, or all those of the moment when live sent none
+  to an idle one: the figure of a batch sent to a busy worker is only how soon it started after
+  the batch before); one sent while the worker is busy is there before it is free (live, it
+  started 0.05 ms after the batch before at the median) and waits behind the batch in hand (one
+  execution lane, ``slots`` batches held); calibrations without ``transfer_busy`` draw every
+  batch's transfer among all and wait for whichever is later; when a batch starts, its
   requests already past their deadlines end expired unrun, as the live worker ends them
   (``workers.execute.past_deadline``), and the rest, ``k`` of them, take ``s0 + s1 k``
   plus a residual drawn among the calibration's batches at the same point of the run (the worker
@@ -88,16 +91,19 @@ class _Draw:
 
 class _TimedDraw:
     """Samples of a calibration (ms), drawn as seconds among those taken within ``window_ms`` of
-    a moment of the calibration run (ms after its start), or the nearest one."""
+    a moment of the calibration run (ms after its start); when none was, drawn by ``otherwise``
+    if given, else the nearest one."""
 
     def __init__(self, samples_ms: list[float], at_ms: list[float], rng: np.random.Generator,
-                 window_ms: float = 10.0) -> None:
+                 window_ms: float = 10.0, otherwise: _TimedDraw | None = None) -> None:
         order = np.argsort(at_ms, kind="stable")
         self.v, self.at = np.asarray(samples_ms)[order] / 1e3, np.asarray(at_ms)[order]
-        self.rng, self.window = rng, window_ms
+        self.rng, self.window, self.otherwise = rng, window_ms, otherwise
 
     def __call__(self, t_ms: float) -> float:
         lo, hi = np.searchsorted(self.at, [t_ms - self.window, t_ms + self.window], side="left")
+        if hi <= lo and self.otherwise is not None:
+            return self.otherwise(t_ms)
         if hi <= lo:  # none that close: the nearest
             i = min(int(lo), self.at.size - 1)
             if i > 0 and t_ms - self.at[i - 1] < self.at[i] - t_ms:
@@ -141,12 +147,28 @@ def _replayed(cal: Calibration, t_first: float) -> ReplayedLoop | None:
     return ReplayedLoop([t_first + a / 1e3 for a in points], float(np.median(cal.step_ms)) / 1e3)
 
 
-def _sent_idle(cal: Calibration) -> list[bool]:
-    """Which of the calibration's transfers to draw from: those of batches sent to an idle worker,
-    or all of them when it does not say (calibrations that predate ``transfer_busy``) or when
-    every batch was sent to a busy one."""
+def _sent_idle(cal: Calibration) -> list[bool] | None:
+    """Which of the calibration's batches were sent to an idle worker; None when it does not say
+    (calibrations that predate ``transfer_busy``) or when none was."""
     idle = [not b for b in cal.transfer_busy]
-    return idle if any(idle) else [True] * len(cal.transfer_run_ms)
+    return idle if any(idle) else None
+
+
+def _transfers(cal: Calibration, rng: np.random.Generator) -> tuple[_Draw, _TimedDraw | None]:
+    """The transfer of a batch sent to an idle worker: drawn among the live batches sent to an
+    idle one (the figure of a batch sent to a busy worker is only the gap after the batch before);
+    replaying the run's own batches (the second draw), among those sent within 10 ms of the same
+    moment, or when live sent none to an idle worker then (the worker was saturated), among all
+    the batches sent then, as for calibrations without the flags."""
+    idle = _sent_idle(cal)
+    values = cal.transfer_run_ms if idle is None else [x for x, i in zip(cal.transfer_run_ms, idle) if i]
+    anyhow = _Draw(values or [cal.transfer_ms], bool(values), rng)
+    if len(cal.batch_run_ms) != len(cal.transfer_run_ms):
+        return anyhow, None
+    every = _TimedDraw(cal.transfer_run_ms, cal.batch_run_ms, rng)
+    if idle is None:
+        return anyhow, every
+    return anyhow, _TimedDraw(values, [at for at, i in zip(cal.batch_run_ms, idle) if i], rng, otherwise=every)
 
 
 def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float,
@@ -167,9 +189,9 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     n_jobs = int(jobs_s.size)
     n = n_jobs * requests_per_job
     resid = _Draw(cal.service_residual_ms, True, rng)
-    idle = _sent_idle(cal)
-    transfers = [x for x, keep in zip(cal.transfer_run_ms, idle) if keep]
-    transfer = _Draw(transfers or [cal.transfer_ms], bool(transfers), rng)
+    transfer, timed_transfer = _transfers(cal, rng)
+    # with the flags, a batch the worker is busy for reaches it before it is free, as live
+    queue_behind = _sent_idle(cal) is not None
     timed = None
     # how late the planner heard of the batches that finished in the same span of the run: a
     # stall of its loop delays every finish of the moment, which independent draws would spread
@@ -184,9 +206,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         landed = np.asarray(cal.submitted_run_ms)
         read = np.round(landed + np.asarray(cal.ingress_ms), 3)
         jobs_s, seen = float(jobs_s[0]) + landed / 1e3, float(jobs_s[0]) + read / 1e3
-        if len(cal.batch_run_ms) == len(cal.service_residual_ms) == len(cal.transfer_run_ms):
-            timed = (_TimedDraw(cal.service_residual_ms, cal.batch_run_ms, rng),
-                     _TimedDraw(transfers, [at for at, keep in zip(cal.batch_run_ms, idle) if keep], rng))
+        if timed_transfer is not None and len(cal.batch_run_ms) == len(cal.service_residual_ms):
+            timed = (_TimedDraw(cal.service_residual_ms, cal.batch_run_ms, rng), timed_transfer)
     elif cal.ingress_ordered and len(cal.ingress_ms) == n_jobs:
         seen = jobs_s + np.asarray(cal.ingress_ms) / 1e3
     else:
@@ -290,7 +311,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                 r_s, x_s = timed[0]((now - t_first) * 1e3), timed[1]((now - t_first) * 1e3)
             else:
                 r_s, x_s = resid((now - t_first) / span), transfer((now - t_first) / span)
-            start = max(now + x_s, lane_free)
+            start = lane_free if queue_behind and lane_free > now else max(now + x_s, lane_free)
             ran = [p for p in d.batch if p.deadline > start]
             if len(ran) < len(d.batch):
                 end([p for p in d.batch if p.deadline <= start], 3)

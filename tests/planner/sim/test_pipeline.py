@@ -217,3 +217,21 @@ def test_a_transfer_is_drawn_among_batches_sent_to_an_idle_worker() -> None:
     assert rate([True, False] * 50) == 0.0
     assert rate([]) > 0.2  # calibrations that predate the flags: every batch drawn from
     assert rate([True] * 100) == rate([])
+
+
+def test_a_batch_sent_to_a_busy_worker_reaches_it_before_it_is_free() -> None:
+    # Every live batch sent to an idle worker took 12 ms to start; one sent while the worker ran
+    # another started right after it (live: 0.05 ms at the median). Three jobs 6 ms apart, 5 ms
+    # batches: A runs 13-18; B, sent at 7, runs 18-23; C, sent at 18 when A's slot frees, runs
+    # 23-28. Without the flags B and C each took their 12 ms as if the worker had been idle.
+    jobs = np.array([0.0, 0.006, 0.012])
+    cal = _cal([1.0], c0=5.0, c1=0.0).model_copy(update={"transfer_run_ms": [12.0] * 4, "transfer_ms": 12.0})
+
+    def end_ms(busy: list[bool]) -> float:
+        res = simulate_pipeline(default_factory("edf")("m", None), jobs, 4, 0.1,
+                                cal.model_copy(update={"transfer_busy": busy}))
+        assert res.finish_rate == 1.0 and res.batches == 3
+        return res.span_s * 1e3
+
+    assert end_ms([False] * 4) == pytest.approx(28.0, abs=0.01)
+    assert end_ms([]) == pytest.approx(35.0, abs=0.01)  # B 19-24, C 30-35
