@@ -235,3 +235,21 @@ def test_a_batch_sent_to_a_busy_worker_reaches_it_before_it_is_free() -> None:
 
     assert end_ms([False] * 4) == pytest.approx(28.0, abs=0.01)
     assert end_ms([]) == pytest.approx(35.0, abs=0.01)  # B 19-24, C 30-35
+
+
+def test_the_worker_takes_the_measured_service_time_not_the_runner_s_mean() -> None:
+    # Nine batches in ten took 0.1 ms and one 4.1 (mean 0.5, the runner's line too): the lane is
+    # busy 0.5 ms a batch on average, not max(draw, 0.5) = 0.86.
+    jobs = np.arange(2000) * 0.005
+    cal = _cal([1.0], c0=0.5, c1=0.0).model_copy(update={
+        "service_residual_ms": [-0.4] * 9 + [3.6], "exec_c0_ms": 0.5, "exec_c1_ms": 0.0,
+        "transfer_run_ms": [0.5] * 4, "transfer_busy": [False] * 4})
+
+    def per_batch_ms(c: Calibration) -> float:
+        res = simulate_pipeline(default_factory("edf")("m", None), jobs, 4, 0.03, c)
+        assert res.finish_rate == 1.0
+        return res.busy_s / res.batches * 1e3
+
+    assert per_batch_ms(cal) == pytest.approx(0.5, rel=0.15)
+    # calibrations without the flags replay as before (their early starts offset the floor)
+    assert per_batch_ms(cal.model_copy(update={"transfer_busy": []})) == pytest.approx(0.86, rel=0.05)
