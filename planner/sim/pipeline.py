@@ -154,13 +154,13 @@ def _sent_idle(cal: Calibration) -> list[bool] | None:
     return idle if any(idle) else None
 
 
-def _transfers(cal: Calibration, rng: np.random.Generator) -> tuple[_Draw, _TimedDraw | None]:
+def _transfers(cal: Calibration, idle: list[bool] | None,
+               rng: np.random.Generator) -> tuple[_Draw, _TimedDraw | None]:
     """The transfer of a batch sent to an idle worker: drawn among the live batches sent to an
-    idle one (the figure of a batch sent to a busy worker is only the gap after the batch before);
-    replaying the run's own batches (the second draw), among those sent within 10 ms of the same
-    moment, or when live sent none to an idle worker then (the worker was saturated), among all
-    the batches sent then, as for calibrations without the flags."""
-    idle = _sent_idle(cal)
+    idle one (``idle``, from ``_sent_idle``: the figure of a batch sent to a busy worker is only
+    the gap after the batch before); replaying the run's own batches (the second draw), among
+    those sent within 10 ms of the same moment, or when live sent none to an idle worker then (the
+    worker was saturated), among all the batches sent then, as for calibrations without the flags."""
     values = cal.transfer_run_ms if idle is None else [x for x, i in zip(cal.transfer_run_ms, idle) if i]
     anyhow = _Draw(values or [cal.transfer_ms], bool(values), rng)
     if len(cal.batch_run_ms) != len(cal.transfer_run_ms):
@@ -189,11 +189,12 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     n_jobs = int(jobs_s.size)
     n = n_jobs * requests_per_job
     resid = _Draw(cal.service_residual_ms, True, rng)
-    transfer, timed_transfer = _transfers(cal, rng)
+    idle = _sent_idle(cal)
+    transfer, timed_transfer = _transfers(cal, idle, rng)
     # With the flags, a batch the worker is busy for reaches it before it is free, as live, and
     # the worker takes the measured service time. Calibrations without them replay as before:
     # their transfers start batches early, which a service held up to the runner's mean offset.
-    flagged = _sent_idle(cal) is not None
+    flagged = idle is not None
     timed = None
     # how late the planner heard of the batches that finished in the same span of the run: a
     # stall of its loop delays every finish of the moment, which independent draws would spread
