@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     # A worker's memory budget in MiB for model weights and KV cache (``adaserve worker
     # --memory-mb``), advertised in its heartbeat so a planner can size batches; unset: none given.
     worker_memory_mb: int | None = Field(None, gt=0)
+    # Freed memory each planner, worker and SDK process keeps for its next messages rather than
+    # returning it to the kernel, which zeroes it again page by page (``broker/heap.py``); 0: the
+    # C library's defaults.
+    heap_keep_mb: int = Field(64, ge=0, le=2047)
 
     @field_validator("namespace")
     @classmethod

@@ -44,6 +44,7 @@ def planner(
 ) -> None:
     """Run the planner: read jobs, plan and batch them, dispatch to worker pools."""
     from adaserve.broker import AdaserveError, load_settings
+    from adaserve.broker.heap import keep_freed_memory
     from adaserve.broker.settings import load_limits
     from adaserve.planner.config import PlannerConfig
     from adaserve.planner.service import Planner
@@ -62,7 +63,9 @@ def planner(
     setup_logging(log_level)
     stop = stop_on_signals()
     try:
-        planner = Planner(load_settings(), config, limits=limits)
+        settings = load_settings()
+        keep_freed_memory(settings.heap_keep_mb)
+        planner = Planner(settings, config, limits=limits)
         settle_heap()
         planner.run(stop)
     except AdaserveError as exc:  # a bad setting, or an outage past ADASERVE_MAX_OUTAGE_S

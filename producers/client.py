@@ -28,6 +28,7 @@ from adaserve.broker.codec import FIELD
 from adaserve.broker.connection import connect
 from adaserve.broker.direct import Direct
 from adaserve.broker.errors import InvalidMessage
+from adaserve.broker.heap import keep_freed_memory
 from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Job
 from adaserve.broker.outage import Outage, is_transient, ride_out
@@ -69,6 +70,9 @@ class Client:
         self._block_ms = read_block_ms
         self._chunk = max(1, chunk)
         self._r = connect(settings, block_ms=read_block_ms)
+        # Jobs and replies of megabytes would otherwise fault every page of their buffers in again
+        # (``ADASERVE_HEAP_KEEP_MB``; process-wide, like the planner's and the workers')
+        keep_freed_memory(settings.heap_keep_mb)
         # Held connections for the two commands of every job: its XADD (senders take turns under
         # ``_sending``) and the reply stream's read (one reader at a time, ``_reading``).
         self._send, self._recv = Direct(self._r), Direct(self._r)

@@ -38,6 +38,7 @@ def worker(
     from rich.progress import BarColumn, Progress, TextColumn
 
     from adaserve.broker import AdaserveError, Settings, load_settings
+    from adaserve.broker.heap import keep_freed_memory
     from adaserve.process import settle_heap, setup_logging, stop_on_signals
     from adaserve.workers.config import WorkerConfig
     from adaserve.workers.service import Worker
@@ -51,6 +52,7 @@ def worker(
     settings: Settings | None = None
     try:
         settings = load_settings()
+        keep_freed_memory(settings.heap_keep_mb)
         config = WorkerConfig(
             pool=pool, device=device or None, slots=slots, threads=threads or None, name=name or None,
             io_binding=io_binding, memory_mb=memory_mb or settings.worker_memory_mb,

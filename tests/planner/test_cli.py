@@ -59,3 +59,17 @@ def test_the_planner_starts_its_loop_with_the_heap_settled(recorded: list[dict[s
         assert seen and seen[0] > 0
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize(("env", "kept"), [(None, 64), ("0", 0), ("256", 256)])
+def test_the_planner_keeps_freed_memory_as_the_setting_says(recorded: list[dict[str, Any]],
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            env: str | None, kept: int) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr("adaserve.broker.heap.keep_freed_memory", calls.append)
+    if env is None:
+        monkeypatch.delenv("ADASERVE_HEAP_KEEP_MB", raising=False)
+    else:
+        monkeypatch.setenv("ADASERVE_HEAP_KEEP_MB", env)
+    assert CliRunner().invoke(app, ["planner"]).exit_code == 0
+    assert calls == [kept] and recorded

@@ -50,3 +50,32 @@ def test_gpu_pool_without_a_gpu_is_refused(settings: Settings) -> None:
                           capture_output=True, timeout=60)
     assert proc.returncode == 2
     assert b"needs a CUDA-enabled onnxruntime and a visible GPU" in proc.stdout + proc.stderr
+
+
+def test_the_worker_keeps_freed_memory_as_the_setting_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import threading
+
+    from typer.testing import CliRunner
+
+    from adaserve.cli import app
+    from adaserve.workers import service
+
+    class Quiet:  # the service replaced: what is tested is the command
+        def __init__(self, settings: object, config: object) -> None: ...
+        def start(self, on_load: object, stop: object) -> None: ...
+        def run(self, stop: object) -> None: ...
+
+    calls: list[int] = []
+    monkeypatch.setattr(service, "Worker", Quiet)
+    monkeypatch.setattr("adaserve.process.stop_on_signals", lambda **_: threading.Event())
+    monkeypatch.setattr("adaserve.broker.heap.keep_freed_memory", calls.append)
+    monkeypatch.setenv("ADASERVE_REDIS_URL", "redis://127.0.0.1:1")
+    try:
+        for env, kept in (("0", 0), ("128", 128)):
+            monkeypatch.setenv("ADASERVE_HEAP_KEEP_MB", env)
+            result = CliRunner().invoke(app, ["worker", "--pool", "cpu"])
+            assert result.exit_code == 0, result.output
+            assert calls[-1] == kept
+    finally:
+        gc.unfreeze()  # the command settles the heap it serves from: this one is the suite's
