@@ -42,6 +42,13 @@ MODES = ("auto", "on", "off")
 log = logging.getLogger("adaserve.planner.orloj")
 
 
+def _import_rq() -> None:
+    """Everything of rq a round uses (kept out of module import: the simulator and the CLI's
+    start need none of it)."""
+    import rq.serializers
+    import rq.worker_registration  # noqa: F401
+
+
 @dataclass
 class FeedStats:
     """Totals since the feed started (for logs and tests)."""
@@ -74,6 +81,11 @@ class OnlineFeedback:
         self._next = float("-inf")
         self._probe_at = float("-inf")
         self._worker = False
+        if mode != "off":
+            # rq's import took 15-22 ms, paid on the first round with an ORLOJ scheduler, which
+            # comes with the first job: a stall in the loop that expired that moment's requests at
+            # 30 ms deadlines (docs/orloj.md, twenty-third session). Paid here, at the planner's start.
+            _import_rq()
 
     def tick(self, schedulers: Mapping[str, Scheduler]) -> bool:
         """Do one round if its time has come; True when it did. Redis trouble is logged, not raised."""
