@@ -20,6 +20,7 @@ joins the comparison by its name. One JSON object with ``--json``; a plot (``--p
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import time
@@ -89,21 +90,33 @@ def events_of(stack: Stack, run: str, since_ms: int, planner_ms: int | None = No
 
 
 def predict(policy: str, opts: LoadOptions, events: list[Any], seed: int, data_dir: Path,
-            before: list[Any] | None = None, keep: Path | None = None) -> SimResult | None:
-    """The calibrated simulator's result for the run these events came from; with ``keep``, the
-    calibration is saved there as ``RUN.json`` (``adaserve sim --calibration`` replays it)."""
+            before: list[Any] | None = None, keep: Path | None = None) -> tuple[SimResult | None, float | None]:
+    """The calibrated simulator's result for the run these events came from, and the run's
+    longest gap between dispatches (``longest_gap_ms``); with ``keep``, the calibration is saved
+    there as ``RUN.json`` (``adaserve sim --calibration`` replays it)."""
     from adaserve.planner.sim.calibrate import calibrate
     from adaserve.planner.sim.pipeline_cli import simulate_policy
 
     try:
         cal = calibrate(events, opts.model, before=before or ())
     except ValueError:
-        return None
+        return None, None
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         cal.save(keep / f"{opts.run}.json")
     return simulate_policy(cal, policy, schedule(opts), requests_per_job=opts.requests_per_job,
-                           deadline_ms=opts.deadline_ms, seed=seed, max_batch=MAX_BATCH, data_dir=data_dir)
+                           deadline_ms=opts.deadline_ms, seed=seed, max_batch=MAX_BATCH,
+                           data_dir=data_dir), longest_gap_ms(cal.dispatch_run_ms)
+
+
+def longest_gap_ms(dispatches_ms: list[float]) -> float | None:
+    """The longest wait between two consecutive dispatches of a run: a stall of the planner's
+    loop shows here (an import in ORLOJ's feed held it 18-39 ms once a run; docs/orloj.md,
+    twenty-third session). None with fewer than two dispatches."""
+    if len(dispatches_ms) < 2:
+        return None
+    at = sorted(dispatches_ms)
+    return round(max(b - a for a, b in itertools.pairwise(at)), 2)
 
 
 def capacity(stack: Stack, model: str, deadline_ms: float, *, seconds: float = 5.0, steady_s: float = 2.0, target: float = 0.95,
@@ -154,11 +167,11 @@ def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_m
     summary = run_load(stack.settings, opts, progress=False)
     time.sleep(0.3)  # the last batch's events
     events, before = events_of(stack, opts.run, since, planner_ms)
-    sim = predict(policy, opts, events, seed, stack.settings.data_dir, before, keep)
+    sim, gap_ms = predict(policy, opts, events, seed, stack.settings.data_dir, before, keep)
     met = round(summary.finish_rate * summary.submitted)
     return {"finish_rate": summary.finish_rate, "sim_finish_rate": sim.finish_rate if sim else None,
             "late": summary.completed - met, "expired": summary.expired, "rejected": summary.rejected,
-            "unfinished": summary.unfinished, "p50_ms": summary.p50_ms, "run": opts.run,
+            "unfinished": summary.unfinished, "p50_ms": summary.p50_ms, "run": opts.run, "loop_gap_ms": gap_ms,
             "sim": None if sim is None else {"late": sim.late, "expired": sim.expired, "rejected": sim.rejected}}
 
 
@@ -171,6 +184,8 @@ def summarise(model: str, load: float, rate_jobs: float, deadline_ms: float, pol
             "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
             "sim_finish_rate": round(statistics.median(sims), 4) if sims else None,
             "sim_runs": [round(x, 4) for x in sims], "run_ids": [r.get("run") for r in runs],
+            # each run's longest gap between dispatches (ms): where the planner's loop stalled
+            "loop_gap_ms": [r.get("loop_gap_ms") for r in runs],
             "unfinished": sum(r["unfinished"] for r in runs),
             # how the requests that missed ended, summed over the runs, live and simulated
             "lost": {k: sum(r.get(k, 0) for r in runs) for k in ("late", "expired", "rejected")},

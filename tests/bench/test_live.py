@@ -59,6 +59,7 @@ def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: py
         assert 0.0 <= c["min"] <= c["finish_rate"] <= c["max"] <= 1.0
         assert c["sim_finish_rate"] is not None and 0.0 <= c["sim_finish_rate"] <= 1.0
         assert c["finish_rate"] > 0.5  # a light load with a generous deadline is served
+    assert all(g is not None and g > 0 for c in out["cells"] for g in c["loop_gap_ms"])
     assert out["orloj_below_best_baseline"] in (0, 1) and out["sim_cells"] == 2
     assert png.stat().st_size > 0
 
@@ -123,3 +124,14 @@ def test_the_capacity_search_takes_a_rate_only_when_it_passes_twice() -> None:
     assert 0.8 * true_capacity <= rate <= true_capacity
     always, never = bisect_rate(lambda r: True, 250.0, 16_000.0, 3), bisect_rate(lambda r: False, 250.0, 16_000.0, 3)
     assert always[1] == "ceiling" and never == (250.0, "floor")
+
+
+def test_a_runs_longest_gap_between_dispatches_is_reported_per_run() -> None:
+    from adaserve.bench.live import longest_gap_ms
+
+    assert longest_gap_ms([30.0, 0.0, 10.0, 12.5, 52.0]) == 22.0  # unordered, as events arrive
+    assert longest_gap_ms([5.0]) is None and longest_gap_ms([]) is None
+    c = summarise("m", 0.5, 10.0, 30.0, "orloj", [
+        {"finish_rate": 1.0, "sim_finish_rate": 1.0, "unfinished": 0, "loop_gap_ms": 9.5},
+        {"finish_rate": 0.99, "sim_finish_rate": 0.99, "unfinished": 0, "loop_gap_ms": 31.5}])
+    assert c["loop_gap_ms"] == [9.5, 31.5]
