@@ -16,6 +16,7 @@ import ctypes
 import os
 import sys
 from collections.abc import Callable
+from functools import cache
 
 __all__ = ["MAX_KEEP_MB", "MMAP_CEILING_MB", "keep_freed_memory"]
 
@@ -52,6 +53,7 @@ def keep_freed_memory(keep_mb: int) -> bool:
         mallopt(_M_MMAP_THRESHOLD, min(keep_mb, MMAP_CEILING_MB) << 20))
 
 
+@cache  # the SDK calls this with each Client it builds
 def _mallopt() -> Callable[[int, int], int] | None:
     """glibc's ``mallopt``, or None under another C library."""
     try:

@@ -11,6 +11,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from adaserve.broker.errors import ConfigError
+from adaserve.broker.heap import MAX_KEEP_MB
 from adaserve.broker.sentinel import SCHEME as SENTINEL_SCHEME
 from adaserve.broker.sentinel import parse_sentinel_url
 
@@ -102,7 +103,7 @@ class Settings(BaseSettings):
     # Freed memory each planner, worker and SDK process keeps for its next messages rather than
     # returning it to the kernel, which zeroes it again page by page (``broker/heap.py``); 0: the
     # C library's defaults.
-    heap_keep_mb: int = Field(64, ge=0, le=2047)
+    heap_keep_mb: int = Field(64, ge=0, le=MAX_KEEP_MB)
 
     @field_validator("namespace")
     @classmethod
