@@ -205,9 +205,11 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     lag = _Draw(cal.ingress_ms, cal.ingress_ordered, rng, window=0.005)
     # when each job is read and admitted by the planner, in that order
     if cal.ingress_ordered and len(cal.ingress_ms) == n_jobs and len(cal.submitted_run_ms) == n_jobs:
-        # in ms of the run first, rounded: the jobs of one read must be read at the very same time
+        # in ms of the run first, rounded: the jobs of one read must be read at the very same time;
+        # and never before a job that landed earlier (one planner reads its stream in order), as
+        # the rounding alone let a job straddle 0.001 ms and be read ahead of the rest of its read
         landed = np.asarray(cal.submitted_run_ms)
-        read = np.round(landed + np.asarray(cal.ingress_ms), 3)
+        read = np.maximum.accumulate(np.round(landed + np.asarray(cal.ingress_ms), 3))
         jobs_s, seen = float(jobs_s[0]) + landed / 1e3, float(jobs_s[0]) + read / 1e3
         if timed_transfer is not None and len(cal.batch_run_ms) == len(cal.service_residual_ms):
             timed = (_TimedDraw(cal.service_residual_ms, cal.batch_run_ms, rng), timed_transfer)
