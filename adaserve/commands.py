@@ -59,10 +59,13 @@ def up(
 
 def _announce(stack: Stack) -> None:
     url = stack.settings.redis_url
-    if stack.embedded:
-        err.print(f"[yellow]embedded server[/] at {url} (data in {stack.settings.data_dir / 'server'}, AOF on). "
-                  "It is for one machine: set ADASERVE_REDIS_URL to use a real Redis or Valkey.")
-    err.print(f"your apps and the CLI: export ADASERVE_REDIS_URL={url}   logs: {stack.log_dir}")
+    if stack.server is not None:
+        url = stack.server.url  # the stable address; the socket file is this machine's faster way in
+        local = f", and {stack.server.local_url} for this machine's processes" if stack.server.socket_path else ""
+        err.print(f"[yellow]embedded server[/] at {url}{local} (data in {stack.settings.data_dir / 'server'}, AOF "
+                  "on). It is for one machine: set ADASERVE_REDIS_URL to use a real Redis or Valkey.",
+                  soft_wrap=True)  # addresses to copy: never broken across lines
+    err.print(f"your apps and the CLI: export ADASERVE_REDIS_URL={url}   logs: {stack.log_dir}", soft_wrap=True)
     err.print(f"the CLI is {Path(sys.executable).parent / 'adaserve'} (or `source .venv/bin/activate` in a checkout); "
               "then `adaserve tail`, `adaserve stats`")
 

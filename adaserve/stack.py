@@ -70,7 +70,8 @@ class Stack:
         if not self.settings.redis_url:
             self.server = EmbeddedServer(self.server_dir, port=self.server_port, persist=self.persist,
                                          fsync=self.fsync).start()
-            self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.url})
+            # the children and the stack's own clients over the server's unix socket
+            self.settings = load_settings(**{**self.settings.model_dump(), "redis_url": self.server.local_url})
         self.log_dir.mkdir(parents=True, exist_ok=True)
         # every setting, not just where the server is: a stack made with other timings runs its
         # children with them

@@ -68,7 +68,7 @@ def run_live(policy: str, family: str, texts: list[str], *, new: int, rate: floa
     vocab = Vocabulary.of(models[0], data_dir)
     known = set(vocab.chars)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedServer(Path(tmp), persist=False) as server:
-        settings = load_settings(redis_url=server.url, namespace=f"hb-{uuid.uuid4().hex[:6]}", data_dir=data_dir)
+        settings = load_settings(redis_url=server.local_url, namespace=f"hb-{uuid.uuid4().hex[:6]}", data_dir=data_dir)
         stop = threading.Event()
         worker = Worker(settings, WorkerConfig(pool="cpu", models=models, threads=1, name="w-helios", slots=2,
                                                memory_mb=int(memory_mb) if memory_mb else None))

@@ -22,4 +22,4 @@ def bench_settings(**overrides: object) -> Iterator[Settings]:
         return
     with tempfile.TemporaryDirectory(prefix="adaserve-bench-") as tmp, \
             EmbeddedServer(Path(tmp) / "server", persist=False) as server:
-        yield load_settings(**{**overrides, "redis_url": server.url, "namespace": ns})
+        yield load_settings(**{**overrides, "redis_url": server.local_url, "namespace": ns})

@@ -22,6 +22,8 @@ def test_a_dead_embedded_server_is_restarted_from_its_aof_and_a_child_can_be_res
     settings = load_settings(redis_url="", namespace="st" + uuid.uuid4().hex[:6], data_dir=tmp_path)
     with Stack(settings, cpu_workers=0, gpu_worker=False, fsync="always") as stack:
         assert stack.server is not None
+        # the stack and its children reach the server over its unix socket
+        assert stack.settings.redis_url == stack.server.local_url and stack.server.local_url.startswith("unix://")
         r = redis.Redis.from_url(stack.settings.redis_url)
         r.set("kept", "1")
         stack.server.kill()

@@ -35,6 +35,7 @@ def test_up_starts_everything_and_sigterm_stops_everything(tmp_path: Path, alive
     assert any("ready" in x for x in lines), "".join(lines)
     assert any("embedded server" in x for x in lines)
     assert any(f"export ADASERVE_REDIS_URL=redis://127.0.0.1:{port}/0" in x for x in lines)  # a stable address
+    assert any(f"unix://{tmp_path.resolve() / 'server' / 'server.sock'}?db=0" in x for x in lines)
     assert any("the CLI is" in x for x in lines)
     children = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
     assert len(children) >= 3  # server, planner, worker
