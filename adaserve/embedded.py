@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 import redis
 
@@ -77,7 +78,8 @@ class EmbeddedServer:
     @property
     def local_url(self) -> str:
         """The unix socket's URL for processes of this machine (``url`` without one)."""
-        return f"unix://{self.socket_path}?db=0" if self.socket_path is not None else self.url
+        # quoted: a folder named with a space, "?" or "#" would otherwise cut the URL short
+        return f"unix://{quote(str(self.socket_path))}?db=0" if self.socket_path is not None else self.url
 
     def _socket(self) -> Path:
         path = self.data_dir / SOCKET_NAME

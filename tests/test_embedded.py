@@ -41,6 +41,12 @@ def test_a_data_folder_too_deep_for_a_socket_path_gets_a_private_temporary_one(t
     assert not server.socket_path.parent.exists()  # removed with the server
 
 
+def test_a_data_folder_with_characters_a_url_reserves_is_reached_through_its_quoted_path(tmp_path: Path) -> None:
+    with EmbeddedServer(tmp_path / "my data #1 ?x", persist=False) as server:
+        assert server.socket_path is not None and server.socket_path.parent.name == "my data #1 ?x"
+        _round_trip(server.local_url)
+
+
 def test_a_crashed_server_restarts_on_the_same_socket(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     server = EmbeddedServer(deep, fsync="always").start()
