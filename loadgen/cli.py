@@ -25,6 +25,7 @@ def produce(
     kind: str = typer.Option("auto", help="Request kind: auto (generate for language models), forward or generate."),
     max_new_tokens: int | None = typer.Option(None, help="Tokens each generation request asks for (default: the model's)."),
     temperature: float = typer.Option(0.0, help="Sampling temperature of generation requests (0: greedy)."),
+    form: str = typer.Option("auto", help="How jobs are sent: auto (columns for forward requests), rows or columns."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar (stderr)."),
 ) -> None:
@@ -35,7 +36,7 @@ def produce(
         settings = load_connected_settings()
         values = dict(model=model, rate=rate, duration_s=duration, requests_per_job=requests_per_job,
                       deadline_ms=deadline_ms, min_accuracy=min_accuracy, app=app, pattern=pattern,
-                      trace=trace, seed=seed, grace_s=grace, kind=kind, temperature=temperature)
+                      trace=trace, seed=seed, grace_s=grace, kind=kind, temperature=temperature, form=form)
         if max_new_tokens is not None:
             values["max_new_tokens"] = max_new_tokens
         opts = load_options(**values, **({"run": run} if run else {}))

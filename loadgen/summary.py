@@ -51,11 +51,13 @@ def summarize(
     results: Sequence[JobResult], *, run: str, model: str, pattern: str, jobs: int, submitted: int,
     duration_s: float, elapsed_s: float, deadline_ms: float,
     labels: Mapping[tuple[str, str], int] | None = None, steady: tuple[AbstractSet[str], int] | None = None,
+    generation: bool = False,
 ) -> LoadSummary:
     """``elapsed_s``: from the first send to the last completed result, the span over which
     throughput is measured; ``labels``: the true class per (job id, request id), when known;
     ``steady``: (the ids of the jobs due in the steady window, their requests) for
-    ``steady_finish_rate``."""
+    ``steady_finish_rate``; ``generation``: count the tokens generated (the only figure that
+    needs each ``Result``'s outputs; the rest reads ``JobResult.outcomes``)."""
     status: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
     latencies: list[float] = []
@@ -64,23 +66,25 @@ def summarize(
     steady_on_time = 0
     for job in results:
         in_steady = steady is not None and job.job_id in steady[0]
-        for res in job.results:
-            status[res.status] += 1
-            if res.status != "completed":
-                reasons[res.reason or res.status] += 1
+        for rid, st, reason, prediction, total_ms in job.outcomes:
+            status[st] += 1
+            if st != "completed":
+                reasons[reason or st] += 1
                 continue
-            latencies.append(res.timings.total_ms)
-            met = res.timings.total_ms <= job.deadline_ms
+            latencies.append(total_ms)
+            met = total_ms <= job.deadline_ms
             on_time += met
             steady_on_time += met and in_steady
-            generated = res.outputs.get("tokens")
-            if generated is not None and res.prediction is None:  # a generation, not a next-token answer
-                tokens = (tokens or 0) + int(np.prod(generated.shape))
-            if labels is not None and res.prediction is not None:
-                label = labels.get((job.job_id, res.request_id))
+            if labels is not None and prediction is not None:
+                label = labels.get((job.job_id, rid))
                 if label is not None:
                     judged += 1
-                    correct += int(res.prediction == label)
+                    correct += int(prediction == label)
+        if generation:
+            for res in job.results:
+                generated = res.outputs.get("tokens")
+                if res.status == "completed" and generated is not None and res.prediction is None:
+                    tokens = (tokens or 0) + int(np.prod(generated.shape))  # a generation, not a next-token answer
     ended = sum(status.values())
     done = status["completed"]
     return LoadSummary(

@@ -37,6 +37,7 @@ from adaserve.broker.settings import Limits, Settings, load_limits
 from adaserve.broker.streams import Entry, publish, read, xadd_trim
 from adaserve.producers.handle import JobHandle
 from adaserve.producers.jobs import encode_checked, new_id
+from adaserve.producers.prepared import PreparedJob
 from adaserve.producers.results import JobResult
 from adaserve.producers.tracking import Tracked
 
@@ -94,16 +95,38 @@ class Client:
         (nothing sent) for a job the planner would reject."""
         return self.submit_many([job])[0]
 
-    def submit_many(self, jobs: Iterable[Job]) -> list[JobHandle]:
-        """Validate all, then XADD them pipelined, one round trip per ``chunk`` jobs."""
-        prepared: list[tuple[Tracked, bytes]] = []
+    def prepare(self, jobs: Iterable[Job]) -> list[PreparedJob]:
+        """Validate and encode jobs now, to send later with ``submit_many``: a producer that
+        knows its next jobs ahead of time (a load generator, a batch of files) pays for both
+        before the moment it submits, and the submission is then only their XADDs."""
+        out: list[PreparedJob] = []
         seen: set[str] = set()
         for job in jobs:
             raw = encode_checked(job, self.limits, reply_to=self.client_id)
             if job.id in seen:
                 raise InvalidMessage("schema", f"job id {job.id!r} appears twice in one submission")
             seen.add(job.id)
-            prepared.append((Tracked.of(job), raw))
+            out.append(PreparedJob(self.client_id, job, raw))
+        return out
+
+    def submit_many(self, jobs: Iterable[Job | PreparedJob]) -> list[JobHandle]:
+        """Validate all, then XADD them pipelined, one round trip per ``chunk`` jobs. A
+        ``PreparedJob`` (``prepare``) was validated and encoded already; it must be this
+        client's (its reply channel is this client's stream)."""
+        prepared: list[tuple[Tracked, bytes]] = []
+        seen: set[str] = set()
+        for job in jobs:
+            if isinstance(job, PreparedJob):
+                if job.client_id != self.client_id:
+                    raise InvalidMessage("schema", f"job {job.job_id!r} was prepared by client {job.client_id!r}, "
+                                                   f"not by this one ({self.client_id!r}): its results would go there")
+                tracked, raw = job.tracked(), job.raw
+            else:
+                raw, tracked = encode_checked(job, self.limits, reply_to=self.client_id), Tracked.of(job)
+            if tracked.job_id in seen:
+                raise InvalidMessage("schema", f"job id {tracked.job_id!r} appears twice in one submission")
+            seen.add(tracked.job_id)
+            prepared.append((tracked, raw))
         handles: list[JobHandle] = []
         for start in range(0, len(prepared), self._chunk):
             part = prepared[start:start + self._chunk]

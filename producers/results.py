@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from adaserve.broker.messages import Result
 from adaserve.broker.replies import ColumnRef, ColumnsEntry, results_of
 
 STATUSES = ("completed", "expired", "rejected", "failed")
+
+
+class Outcome(NamedTuple):
+    """How one request ended, read from the fields the client checked on arrival (no ``Result``
+    is built): ``reason`` is empty for a completed request, ``prediction`` None where the model
+    gives none, ``total_ms`` from submission to the end."""
+
+    request_id: str
+    status: str
+    reason: str
+    prediction: int | None
+    total_ms: float
 
 
 class JobResult:
@@ -53,16 +65,20 @@ class JobResult:
                                               for m in self._maps]))
         return self._results
 
-    def _rows(self) -> list[tuple[str, str, int | None, float]]:
-        """(status, reason, prediction, total_ms) per request, without building ``Result``s."""
+    @property
+    def outcomes(self) -> list[Outcome]:
+        """Each request's ending, in request order, without building ``Result`` objects: what a
+        caller that counts and times results needs (building them costs about 60 µs a request)."""
         if self._columns is not None:
-            total = self._columns.total_ms
-            return [("completed", "", p, total) for p in self._columns.predictions]
+            c = self._columns
+            return [Outcome(rid, "completed", "", p, c.total_ms) for rid, p in zip(c.request_ids, c.predictions)]
         if self._maps is not None:
-            return [("completed", "", m.entry.predictions[m.j], m.entry.total_ms) if isinstance(m, ColumnRef)
-                    else (m["status"], m.get("reason", ""), m.get("prediction"), m["timings"]["total_ms"])
+            return [Outcome(m.entry.request_ids[m.j], "completed", "", m.entry.predictions[m.j], m.entry.total_ms)
+                    if isinstance(m, ColumnRef) else
+                    Outcome(m["request_id"], m["status"], m.get("reason", ""), m.get("prediction"),
+                            m["timings"]["total_ms"])
                     for m in self._maps]
-        return [(r.status, r.reason, r.prediction, r.timings.total_ms) for r in self.results]
+        return [Outcome(r.request_id, r.status, r.reason, r.prediction, r.timings.total_ms) for r in self.results]
 
     def __len__(self) -> int:
         if self._columns is not None:
@@ -95,26 +111,26 @@ class JobResult:
     @property
     def latency_ms(self) -> float:
         """Effective latency: from submission until the job's last request ended."""
-        return max((t for _, _, _, t in self._rows()), default=0.0)
+        return max((t for *_, t in self.outcomes), default=0.0)
 
     @property
     def deadline_met(self) -> bool:
         """Every request completed within the job's deadline."""
-        return self.ok and all(t <= self.deadline_ms for _, _, _, t in self._rows())
+        return self.ok and all(t <= self.deadline_ms for *_, t in self.outcomes)
 
     @property
     def on_time(self) -> int:
         """Requests that completed within the deadline."""
-        return sum(s == "completed" and t <= self.deadline_ms for s, _, _, t in self._rows())
+        return sum(s == "completed" and t <= self.deadline_ms for _, s, _, _, t in self.outcomes)
 
     @property
     def predictions(self) -> list[int | None]:
-        return [p if s == "completed" else None for s, _, p, _ in self._rows()]
+        return [p if s == "completed" else None for _, s, _, p, _ in self.outcomes]
 
     @property
     def reasons(self) -> dict[str, int]:
         """Why requests did not complete: reason -> count."""
-        c = Counter(why or s for s, why, _, _ in self._rows() if s != "completed")
+        c = Counter(why or s for _, s, why, _, _ in self.outcomes if s != "completed")
         return dict(c)
 
     def __eq__(self, other: object) -> bool:

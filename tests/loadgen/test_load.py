@@ -37,6 +37,30 @@ def test_accounting_accuracy_and_latency(settings: Settings, r, standin) -> None
     assert 0 < s.finish_rate <= 1
 
 
+@pytest.mark.parametrize("budget", [0, 50_000, 1 << 30])
+def test_jobs_prepared_before_the_run_or_built_when_due_are_the_same_run(settings: Settings, r, standin,
+                                                                         monkeypatch, budget: int) -> None:
+    from adaserve.loadgen import load
+    from adaserve.producers import Client
+
+    prepared: list[str] = []
+    real = Client.prepare
+
+    def counted(self: Client, jobs: list) -> list:
+        out = real(self, jobs)
+        prepared.extend(p.job_id for p in out)
+        return out
+
+    monkeypatch.setattr(Client, "prepare", counted)
+    monkeypatch.setattr(load, "PREPARE_BYTES", budget)
+    standin()
+    opts = load_options(rate=100, duration_s=0.3, requests_per_job=2, pattern="constant", grace_s=5)
+    s = run_load(settings, opts, inputs=labelled, progress=False)
+    # a job encodes to about 10.3 kB: none, the first five, or all 30 prepared ahead; the rest built when due
+    assert len(prepared) == {0: 0, 50_000: 5, 1 << 30: 30}[budget]
+    assert (s.submitted, s.completed, s.accuracy) == (60, 60, pytest.approx(45 / 60))
+
+
 def test_requests_without_result_are_unfinished_and_others_counted(settings: Settings, r, standin) -> None:
     def respond(job, req):
         v = int(next(iter(req.inputs.values())).to_numpy()[0, 0])
@@ -83,6 +107,24 @@ def test_bad_options_are_config_errors() -> None:
         load_options(pattern="bursty")
     with pytest.raises(ConfigError, match="rate"):
         load_options(rate=0)
+    with pytest.raises(ConfigError, match="generation requests are sent as rows"):
+        load_options(model="ee-lm-xs", form="columns")
+
+
+@pytest.mark.parametrize(("form", "columnar"), [("auto", True), ("columns", True), ("rows", False)])
+def test_forward_jobs_go_in_columns_unless_asked_for_rows(settings: Settings, r, standin, form: str,
+                                                          columnar: bool) -> None:
+    from adaserve.broker import Keys
+    from adaserve.broker.codec import unpack
+    from adaserve.broker.jobform import is_columnar
+
+    standin()
+    opts = load_options(rate=100, duration_s=0.05, requests_per_job=3, pattern="constant", grace_s=5, form=form)
+    s = run_load(settings, opts, inputs=labelled, progress=False)
+    sent = [unpack(fields[b"m"]) for _, fields in r.xrange(Keys(settings.namespace).jobs)]
+    assert sent and all(is_columnar(b) == columnar for b in sent)
+    assert (s.submitted, s.completed, s.accuracy) == (15, 15, pytest.approx(11 / 15))
+    assert load_options(model="ee-lm-xs").columns is False and load_options(model="ee-lm-xs", form="rows").columns is False
 
 
 def test_language_models_get_generation_requests_by_default() -> None:

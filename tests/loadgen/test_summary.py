@@ -71,11 +71,26 @@ def test_generated_tokens_are_counted_for_generation_runs() -> None:
             update={"outputs": {"tokens": Tensor.from_numpy(np.zeros(n, np.int64))}})
 
     s = summarize([job("j", gen("0", 16), gen("1", 4))], run="r", model="lm", pattern="constant", jobs=1,
-                  submitted=2, duration_s=1.0, elapsed_s=2.0, deadline_ms=100)
+                  submitted=2, duration_s=1.0, elapsed_s=2.0, deadline_ms=100, generation=True)
     assert s.generated_tokens == 20 and s.tokens_per_s == pytest.approx(10.0)
     plain = summarize([job("j", res("j", "0", "completed", 10, 3))], run="r", model="m", pattern="constant",
                       jobs=1, submitted=1, duration_s=1.0, elapsed_s=1.0, deadline_ms=100)
     assert plain.generated_tokens is None and plain.tokens_per_s is None
+
+
+def test_a_forward_run_is_summarised_from_the_maps_without_building_results() -> None:
+    maps = [res("j", rid, st, total, pred, reason).model_dump(mode="python")
+            for rid, st, total, pred, reason in (("0", "completed", 10, 3, ""), ("1", "completed", 150, 4, ""),
+                                                 ("2", "expired", 100, None, "deadline"))]
+    lazy = JobResult(job_id="j", app="a", model="m", run="r", deadline_ms=100, submitted_ms=0, maps=maps)
+    kw = dict(run="r", model="m", pattern="constant", jobs=1, submitted=3, duration_s=1.0, elapsed_s=1.0,
+              deadline_ms=100, labels={("j", "0"): 3, ("j", "1"): 0})
+    s = summarize([lazy], **kw)  # type: ignore[arg-type]
+    assert lazy._results is None  # the ~60 µs a request of validating Result objects was not paid
+    eager = summarize([job("j", *(Result.model_validate(m) for m in maps))], **kw)  # type: ignore[arg-type]
+    assert s == eager
+    assert (s.completed, s.expired, s.finish_rate, s.accuracy, s.reasons) == (2, 1, 1 / 3, 0.5, {"deadline": 1})
+    assert [o.request_id for o in lazy.outcomes] == ["0", "1", "2"]
 
 
 def _summary(*results: Result) -> LoadSummary:

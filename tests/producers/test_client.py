@@ -77,6 +77,35 @@ def test_submit_many_pipelines_and_drain_collects_every_job(settings: Settings, 
         assert res.predictions == [first]
 
 
+def test_prepared_jobs_are_sent_as_encoded_and_tracked_like_jobs(settings: Settings, r, standin) -> None:
+    standin()
+    with Client(settings, client_id="prep-1") as c:
+        jobs = [make_job("m", arrays(i, i + 1), 2000, app="a2", run="r2") for i in range(5)]
+        prepared = c.prepare(jobs)
+        assert r.xlen(Keys(settings.namespace).jobs) == 0 and c.outstanding == 0  # nothing sent yet
+        handles = c.submit_many([prepared[0], make_job("m", arrays(9), 2000), *prepared[1:]])
+        done = {j.job_id: j for j in c.drain(timeout=10)}
+    from adaserve.broker.codec import decode
+    sent = [decode(fields[b"m"]) for _, fields in r.xrange(Keys(settings.namespace).jobs)]
+    assert [j.id for j in sent] == [h.job_id for h in handles] and all(j.reply_to == "prep-1" for j in sent)
+    for i, job in enumerate(jobs):
+        assert done[job.id].predictions == [i, i + 1] and (done[job.id].app, done[job.id].run) == ("a2", "r2")
+
+
+def test_a_prepared_job_goes_only_through_the_client_that_prepared_it(settings: Settings, r) -> None:
+    with Client(settings, client_id="prep-a") as a, Client(settings, client_id="prep-b") as b:
+        (p,) = a.prepare([make_job("m", arrays(1), 500)])
+        with pytest.raises(InvalidMessage, match="prepared by client 'prep-a'"):
+            b.submit_many([p])
+        with pytest.raises(InvalidMessage, match="appears twice"):
+            a.submit_many([p, p])
+        assert a.outstanding == b.outstanding == 0
+    with Client(settings, limits=load_limits(max_tensor_elements=10)) as small:
+        with pytest.raises(LimitExceeded):  # checked when prepared, as when submitted
+            small.prepare([make_job("m", arrays(1), 500)])
+    assert r.xlen(Keys(settings.namespace).jobs) == 0
+
+
 def test_many_threads_wait_on_their_own_handles(settings: Settings, r, standin) -> None:
     standin()
     with Client(settings, read_block_ms=20) as c:
