@@ -9,10 +9,10 @@ Then, repeat by repeat and policy by policy, the planner is restarted with the p
 capacity, two deadlines, Poisson jobs of 4 held-out requests (in columns, built and encoded
 before the run's clock starts, so that the load generator takes little of the cores the pipeline
 runs on), the same arrivals and inputs for every policy in a repeat. Policies take turns within
-each repeat, so a slow spell of the machine falls on all of them. After each run its telemetry calibrates the pipeline simulator
-(``planner/sim/calibrate.py``) and the same jobs are simulated with a fresh scheduler of the
-policy and the planner's own admission control, told what the planner had seen finish since it
-started: ``sim_finish_rate`` is that prediction. Each cell also keeps how the requests that did
+each repeat, so a slow spell of the machine falls on all of them. After each run its telemetry
+calibrates the pipeline simulator (``planner/sim/calibrate.py``) and the same jobs are simulated
+with a fresh scheduler of the policy and the planner's own admission control, told what the
+planner had seen finish since it started: ``sim_finish_rate`` is that prediction. Each cell also keeps how the requests that did
 not finish on time ended, live and simulated (late, expired, refused ``overloaded``).
 
 A column is a policy name the planner accepts (``--policies``), so a new policy or placement rule

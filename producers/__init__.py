@@ -10,10 +10,10 @@ from adaserve.producers.handle import JobHandle
 from adaserve.producers.ingest import IngestFigures, measure_ingest
 from adaserve.producers.jobs import build_job, encode_checked, make_job
 from adaserve.producers.prepared import PreparedJob
-from adaserve.producers.results import JobResult
+from adaserve.producers.results import JobResult, Outcome
 from adaserve.producers.text import Tokenizer, completion, generation_job
 
 __all__ = [
-    "Client", "IngestFigures", "JobHandle", "JobResult", "PreparedJob", "Tokenizer", "build_job", "completion",
+    "Client", "IngestFigures", "JobHandle", "JobResult", "Outcome", "PreparedJob", "Tokenizer", "build_job", "completion",
     "encode_checked", "generation_job", "make_job", "measure_ingest",
 ]
