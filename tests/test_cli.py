@@ -54,6 +54,10 @@ def test_a_user_value_that_names_nothing_is_one_line(env: pytest.MonkeyPatch) ->
     assert _one_line(["top", "--window", "soon"]).startswith("error: window 'soon' is not a positive duration")
     assert _one_line(["produce", "--trace", "twitter"]) == (
         "error: invalid load options: trace must be one of conv, code")
+    assert _one_line(["produce", "--form", "csv"]) == (
+        "error: invalid load options: form: Input should be 'auto', 'rows' or 'columns'")
+    assert _one_line(["produce", "--model", "ee-lm-xs", "--form", "columns"]) == (
+        "error: invalid load options: generation requests are sent as rows: form must be rows or auto")
 
 
 def test_the_installed_command_prints_one_line_for_a_bad_variable(tmp_path) -> None:
