@@ -99,34 +99,13 @@ class Client:
         """Validate and encode jobs now, to send later with ``submit_many``: a producer that
         knows its next jobs ahead of time (a load generator, a batch of files) pays for both
         before the moment it submits, and the submission is then only their XADDs."""
-        out: list[PreparedJob] = []
-        seen: set[str] = set()
-        for job in jobs:
-            raw = encode_checked(job, self.limits, reply_to=self.client_id)
-            if job.id in seen:
-                raise InvalidMessage("schema", f"job id {job.id!r} appears twice in one submission")
-            seen.add(job.id)
-            out.append(PreparedJob(self.client_id, job, raw))
-        return out
+        return list(self._once_each(jobs))
 
     def submit_many(self, jobs: Iterable[Job | PreparedJob]) -> list[JobHandle]:
         """Validate all, then XADD them pipelined, one round trip per ``chunk`` jobs. A
         ``PreparedJob`` (``prepare``) was validated and encoded already; it must be this
         client's (its reply channel is this client's stream)."""
-        prepared: list[tuple[Tracked, bytes]] = []
-        seen: set[str] = set()
-        for job in jobs:
-            if isinstance(job, PreparedJob):
-                if job.client_id != self.client_id:
-                    raise InvalidMessage("schema", f"job {job.job_id!r} was prepared by client {job.client_id!r}, "
-                                                   f"not by this one ({self.client_id!r}): its results would go there")
-                tracked, raw = job.tracked(), job.raw
-            else:
-                raw, tracked = encode_checked(job, self.limits, reply_to=self.client_id), Tracked.of(job)
-            if tracked.job_id in seen:
-                raise InvalidMessage("schema", f"job id {tracked.job_id!r} appears twice in one submission")
-            seen.add(tracked.job_id)
-            prepared.append((tracked, raw))
+        prepared = [(p.tracked(), p.raw) for p in self._once_each(jobs)]
         handles: list[JobHandle] = []
         for start in range(0, len(prepared), self._chunk):
             part = prepared[start:start + self._chunk]
@@ -140,6 +119,21 @@ class Client:
                 t.set_entry(eid)
                 handles.append(JobHandle(self, t))
         return handles
+
+    def _once_each(self, jobs: Iterable[Job | PreparedJob]) -> Iterator[PreparedJob]:
+        """Each job validated and encoded for this client (a prepared one checked to be this
+        client's), and no job id twice in one call."""
+        seen: set[str] = set()
+        for job in jobs:
+            if not isinstance(job, PreparedJob):
+                job = PreparedJob(self.client_id, job, encode_checked(job, self.limits, reply_to=self.client_id))
+            elif job.client_id != self.client_id:
+                raise InvalidMessage("schema", f"job {job.job_id!r} was prepared by client {job.client_id!r}, "
+                                               f"not by this one ({self.client_id!r}): its results would go there")
+            if job.job_id in seen:
+                raise InvalidMessage("schema", f"job id {job.job_id!r} appears twice in one submission")
+            seen.add(job.job_id)
+            yield job
 
     def _xadd(self, raws: list[bytes]) -> list[str]:
         """XADD, sent again after an outage: a copy that landed twice is the planner's to drop."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from adaserve.broker.messages import Job
 from adaserve.broker.replies import ColumnRef, ColumnsEntry
 from adaserve.producers.results import JobResult
 
@@ -50,10 +49,6 @@ class Tracked:
         self.entry_id = ""
         self.submitted_ms = 0.0
         self.result: JobResult | None = None
-
-    @classmethod
-    def of(cls, job: Job) -> Tracked:
-        return cls(job.id, job.app, job.model, job.run, job.slo.deadline_ms, tuple(r.id for r in job.requests))
 
     def set_entry(self, entry_id: str) -> None:
         self.entry_id = entry_id
