@@ -2,18 +2,22 @@
 
 Per model, one stack: an embedded server (without AOF unless ``persist``: its rewrites take a
 core for seconds at unpredictable times, which is noise here, not policy), one CPU worker with
-the defaults users get, and a planner. The pipeline's capacity is measured first: the highest rate
-at which EDF finishes 95 % of the requests within the longest deadline (bisection).
+the defaults users get, and a planner. The pipeline's capacity is measured first, once per
+deadline: the highest rate at which EDF finishes 95 % of the requests within it (bisection). A
+shorter deadline caps the batches, so the pipeline sustains less: on a 2-core host ee-audio's
+capacity at 30 ms was 0.72-0.82 of its capacity at 100 ms, and a load of "0.8" of the longer
+deadline's capacity was already an overload at the shorter one.
 Then, repeat by repeat and policy by policy, the planner is restarted with the policy, warmed up
-(2 s at half the capacity, not measured), and serves every cell: loads as fractions of the
-capacity, two deadlines, Poisson jobs of 4 held-out requests (in columns, built and encoded
-before the run's clock starts, so that the load generator takes little of the cores the pipeline
-runs on), the same arrivals and inputs for every policy in a repeat. Policies take turns within
-each repeat, so a slow spell of the machine falls on all of them. After each run its telemetry
-calibrates the pipeline simulator (``planner/sim/calibrate.py``) and the same jobs are simulated
-with a fresh scheduler of the policy and the planner's own admission control, told what the
-planner had seen finish since it started: ``sim_finish_rate`` is that prediction. Each cell also keeps how the requests that did
-not finish on time ended, live and simulated (late, expired, refused ``overloaded``).
+(2 s at half the longest deadline's capacity, not measured), and serves every cell: loads as
+fractions of the capacity at the cell's deadline, two deadlines, Poisson jobs of 4 held-out
+requests (in columns, built and encoded before the run's clock starts, so that the load generator
+takes little of the cores the pipeline runs on), the same arrivals and inputs for every policy in
+a repeat. Policies take turns within each repeat, so a slow spell of the machine falls on all of
+them. After each run its telemetry calibrates the pipeline simulator (``planner/sim/calibrate.py``)
+and the same jobs are simulated with a fresh scheduler of the policy and the planner's own
+admission control, told what the planner had seen finish since it started: ``sim_finish_rate`` is
+that prediction. Each cell also keeps how the requests that did not finish on time ended, live and
+simulated (late, expired, refused ``overloaded``).
 
 A column is a policy name the planner accepts (``--policies``), so a new policy or placement rule
 joins the comparison by its name. One JSON object with ``--json``; a plot (``--plot``).
@@ -177,10 +181,13 @@ def run_cell(stack: Stack, policy: str, model: str, rate_jobs: float, deadline_m
 
 
 def summarise(model: str, load: float, rate_jobs: float, deadline_ms: float, policy: str,
-              runs: list[dict[str, Any]]) -> dict[str, Any]:
+              runs: list[dict[str, Any]], capacity_rps: float | None = None) -> dict[str, Any]:
+    """One cell: the runs' median, spread and simulated figures; ``capacity_rps``: what ``load``
+    is a fraction of (the capacity at this cell's deadline)."""
     fr = [r["finish_rate"] for r in runs]
     sims = [r["sim_finish_rate"] for r in runs if r["sim_finish_rate"] is not None]
     return {"model": model, "load": load, "jobs_per_s": round(rate_jobs, 2), "deadline_ms": deadline_ms,
+            "capacity_rps": None if capacity_rps is None else round(capacity_rps, 1),
             "policy": policy, "finish_rate": round(statistics.median(fr), 4), "min": round(min(fr), 4),
             "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
             "sim_finish_rate": round(statistics.median(sims), 4) if sims else None,

@@ -36,13 +36,14 @@ def register(bench_app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else on stdout."),
         policies: str = typer.Option(",".join(live.LIVE_POLICIES), help="Columns: planner policies, comma-separated."),
         models: str = typer.Option(",".join(live.MODELS), help="Models, comma-separated."),
-        loads: str = typer.Option(",".join(map(str, live.LOADS)), help="Loads as fractions of the measured capacity."),
+        loads: str = typer.Option(",".join(map(str, live.LOADS)), help="Loads as fractions of each deadline's capacity."),
         deadlines: str = typer.Option(",".join(f"{d:g}" for d in live.DEADLINES_MS), help="Deadlines in ms."),
         repeats: int = typer.Option(3, min=1, help="Runs per cell (seeds 0..repeats-1, the same for every policy)."),
         duration: float = typer.Option(5.0, "--duration", min=1.0, help="Seconds of load per run."),
         plot_path: Path = typer.Option(DEFAULT_PLOT, "--plot", help="Where to write the PNG."),
         capacity_rps: float = typer.Option(0.0, "--capacity", min=0.0, help="Requests/s the loads are fractions of, "
-                                                                            "for every model (0: measure it)."),
+                                                                            "for every model and deadline (0: measure "
+                                                                            "it per model and deadline)."),
         calibrations: Path | None = typer.Option(None, "--calibrations", help="Save each run's calibration here "
                                                                                "(RUN.json; the cell's run_ids name "
                                                                                "them), to replay with `adaserve sim "
@@ -63,10 +64,11 @@ def register(bench_app: typer.Typer) -> None:
         fracs, dls, names = _floats(loads, "--loads"), _floats(deadlines, "--deadlines"), _csv(models)
         err = Console(stderr=True)
         logs = Path(tempfile.mkdtemp(prefix="adaserve-bench-live-"))
-        total = len(names) * (1 + repeats * len(cols) * (1 + len(fracs) * len(dls)))
+        total = len(names) * (len(dls) + repeats * len(cols) * (1 + len(fracs) * len(dls)))
         cells: list[dict[str, object]] = []
-        caps: dict[str, float] = {}
-        clamped: dict[str, str | None] = {}
+        # per model and deadline: a shorter deadline caps the batches, so the pipeline sustains less
+        caps: dict[str, dict[float, float]] = {}
+        clamped: dict[str, dict[float, str | None]] = {}
         t0 = time.monotonic()
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=err) as bar:
@@ -74,37 +76,43 @@ def register(bench_app: typer.Typer) -> None:
             for model in names:
                 runs: dict[tuple[str, float, float], list[dict[str, object]]] = {}
                 with live.live_stack(model, "edf", logs, persist) as stack:
-                    bar.update(task, description=f"{model}: capacity")
-                    if capacity_rps:
-                        caps[model], clamped[model] = capacity_rps, None
-                    else:
-                        caps[model], clamped[model] = live.capacity(stack, model, max(dls))
-                    bar.advance(task)
+                    caps[model], clamped[model] = {}, {}
+                    for dl in sorted(dls, reverse=True):
+                        bar.update(task, description=f"{model}: capacity at {dl:g} ms")
+                        if capacity_rps:
+                            caps[model][dl], clamped[model][dl] = capacity_rps, None
+                        else:
+                            caps[model][dl], clamped[model][dl] = live.capacity(stack, model, dl)
+                        bar.advance(task)
                     for seed in range(repeats):
                         for policy in cols:
                             bar.update(task, description=f"{model} {policy}: warm-up")
                             stack.restart_planner(policy)
                             started_ms = int(time.time() * 1000)
-                            live.warm_up(stack, model, 0.5 * caps[model] / live.REQUESTS_PER_JOB)
+                            live.warm_up(stack, model, 0.5 * caps[model][max(dls)] / live.REQUESTS_PER_JOB)
                             bar.advance(task)
                             for frac in fracs:
                                 for dl in dls:
                                     bar.update(task, description=f"{model} {policy} {frac:g}x {dl:g} ms #{seed}")
-                                    rate = frac * caps[model] / live.REQUESTS_PER_JOB
+                                    rate = frac * caps[model][dl] / live.REQUESTS_PER_JOB
                                     runs.setdefault((policy, frac, dl), []).append(
                                         live.run_cell(stack, policy, model, rate, dl, seed, duration, started_ms,
                                                       calibrations))
                                     bar.advance(task)
                 for (policy, frac, dl), rs in runs.items():
-                    cells.append(live.summarise(model, frac, frac * caps[model] / live.REQUESTS_PER_JOB, dl, policy, rs))
-        out = {"capacity_rps": {m: round(c, 1) for m, c in caps.items()}, "capacity_clamped": clamped, "cells": cells,
+                    cells.append(live.summarise(model, frac, frac * caps[model][dl] / live.REQUESTS_PER_JOB, dl, policy,
+                                                rs, caps[model][dl]))
+        out = {"capacity_rps": {m: {f"{dl:g}": round(c, 1) for dl, c in by.items()} for m, by in caps.items()},
+               "capacity_clamped": {m: {f"{dl:g}": w for dl, w in by.items()} for m, by in clamped.items()},
+               "cells": cells,
                **live.verdict(cells), "repeats": repeats, "duration_s": duration,
                "seconds": round(time.monotonic() - t0, 1)}
         path = live.plot(cells, plot_path)
-        for m, where in clamped.items():
-            if where is not None:
-                err.print(f"[yellow]{m}: the capacity search ended at its {where} ({caps[m]:.0f} requests/s): the loads "
-                          f"are fractions of that, not of the capacity[/]")
+        for m, by in clamped.items():
+            for dl, where in by.items():
+                if where is not None:
+                    err.print(f"[yellow]{m}: the capacity search at {dl:g} ms ended at its {where} "
+                              f"({caps[m][dl]:.0f} requests/s): the loads are fractions of that, not of the capacity[/]")
         if json_out:
             print(json.dumps(out))
             return

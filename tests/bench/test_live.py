@@ -53,7 +53,8 @@ def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: py
                                    "--plot", str(png)])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert out["capacity_rps"]["ee-audio"] > 100 and "ee-audio" in out["capacity_clamped"]
+    assert out["capacity_rps"]["ee-audio"]["100"] > 100 and "100" in out["capacity_clamped"]["ee-audio"]
+    assert all(c["capacity_rps"] == out["capacity_rps"]["ee-audio"]["100"] for c in out["cells"])
     assert [c["policy"] for c in out["cells"]] == ["orloj", "edf"]
     for c in out["cells"]:
         assert 0.0 <= c["min"] <= c["finish_rate"] <= c["max"] <= 1.0
@@ -76,7 +77,8 @@ def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.M
                                    "--plot", str(tmp_path / "live.png")])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
-    assert out["capacity_rps"] == {"ee-audio": 400.0} and out["capacity_clamped"] == {"ee-audio": None}
+    assert out["capacity_rps"] == {"ee-audio": {"100": 400.0}}
+    assert out["capacity_clamped"] == {"ee-audio": {"100": None}}
     (cell,) = out["cells"]
     assert cell["jobs_per_s"] == 50.0 and set(cell["lost"]) == set(cell["sim_lost"]) == {"late", "expired", "rejected"}
     # The saved calibration replays the run: `adaserve sim` gives the bench's own prediction.
@@ -95,6 +97,51 @@ def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.M
                                           "--duration", "1", "-k", "4", "--deadline-ms", "100", "--seed", "0", "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout.splitlines()[-1])["results"][0]["finish_rate"] == cell["sim_finish_rate"]
+
+
+def test_each_deadline_gets_its_own_capacity_and_its_cells_are_fractions_of_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shorter deadline sustains less (ee-audio at 30 ms: 0.72-0.82 of its capacity at 100 ms on
+    a 2-core host), so one capacity for both put the shorter deadline's "0.8" above its capacity.
+    The stack and the runs are stand-ins: what is checked is which capacity each cell's rate uses."""
+    from contextlib import contextmanager
+
+    from adaserve.bench import live
+
+    searched: list[float] = []
+    served: list[tuple[float, float]] = []
+
+    class Stack:
+        def restart_planner(self, policy: str) -> None: ...
+
+    @contextmanager
+    def fake_stack(*a: object, **k: object):  # type: ignore[no-untyped-def]
+        yield Stack()
+
+    def fake_capacity(stack: object, model: str, deadline_ms: float) -> tuple[float, None]:
+        searched.append(deadline_ms)
+        return (4000.0 if deadline_ms == 100 else 3000.0), None
+
+    def fake_run(stack: object, policy: str, model: str, rate: float, dl: float, *a: object) -> dict[str, object]:
+        served.append((dl, rate))
+        return {"finish_rate": 1.0, "sim_finish_rate": None, "unfinished": 0}
+
+    monkeypatch.setattr(live, "live_stack", fake_stack)
+    monkeypatch.setattr(live, "capacity", fake_capacity)
+    monkeypatch.setattr(live, "warm_up", lambda *a, **k: None)
+    monkeypatch.setattr(live, "run_cell", fake_run)
+    app = typer.Typer()
+    register(app)
+    res = CliRunner().invoke(app, ["bench", "live", "--json", "--models", "ee-audio", "--policies", "edf",
+                                   "--loads", "0.5", "--deadlines", "30,100", "--repeats", "1",
+                                   "--plot", str(tmp_path / "live.png")])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert searched == [100.0, 30.0]
+    assert out["capacity_rps"] == {"ee-audio": {"100": 4000.0, "30": 3000.0}}
+    assert sorted(served) == [(30.0, 0.5 * 3000 / 4), (100.0, 0.5 * 4000 / 4)]
+    assert {c["deadline_ms"]: (c["capacity_rps"], c["jobs_per_s"]) for c in out["cells"]} == {
+        30.0: (3000.0, 375.0), 100.0: (4000.0, 500.0)}
 
 
 def test_unknown_policy_or_bad_loads_are_usage_errors(tmp_path: Path) -> None:
