@@ -152,11 +152,13 @@ def test_unknown_policy_or_bad_loads_are_usage_errors(tmp_path: Path) -> None:
         assert res.exit_code != 0, args
 
 
-def test_the_capacity_search_takes_a_rate_only_when_it_passes_twice() -> None:
+def test_the_capacity_search_judges_a_rate_by_two_probes_of_three() -> None:
     from adaserve.bench.live import bisect_rate
 
-    true_capacity = 1000.0
-    lucky = {4000.0}  # a rate far above the capacity that passes once, as on a quiet moment
+    true_capacity = 3000.0
+    # a rate far above the capacity that passes once, as on a quiet moment, and one below it
+    # that fails once, as in a slow spell: neither decides alone
+    lucky, unlucky = {4000.0}, {2000.0}
     calls: list[float] = []
 
     def probe(rps: float) -> bool:
@@ -164,11 +166,18 @@ def test_the_capacity_search_takes_a_rate_only_when_it_passes_twice() -> None:
         if rps in lucky:
             lucky.discard(rps)
             return True
+        if rps in unlucky:
+            unlucky.discard(rps)
+            return False
         return rps <= true_capacity
 
-    rate, clamped = bisect_rate(probe, 250.0, 64_000.0, 8)  # its first probe is at 4,000
-    assert calls[:2] == [4000.0, 4000.0] and clamped is None
+    rate, clamped = bisect_rate(probe, 250.0, 64_000.0, 8)  # its probes: 4,000, then 1,000, then 2,000
+    assert calls[:8] == [4000.0] * 3 + [1000.0] * 2 + [2000.0] * 3 and clamped is None
     assert 0.8 * true_capacity <= rate <= true_capacity
+    # two probes that agree decide without a third
+    calls.clear()
+    bisect_rate(probe, 250.0, 64_000.0, 8)
+    assert len(calls) == 16
     always, never = bisect_rate(lambda r: True, 250.0, 16_000.0, 3), bisect_rate(lambda r: False, 250.0, 16_000.0, 3)
     assert always[1] == "ceiling" and never == (250.0, "floor")
 
