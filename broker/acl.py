@@ -96,9 +96,10 @@ def _grants(k: Keys, role: str, client_prefix: str) -> Grants:
         return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands), ()
     if role == "worker":
         # ``adaserve health --worker`` runs with the worker's user: it reads both report hashes.
+        # ORLOJ's samples: the times of its idle re-runs (``workers/idle_reruns.py``), appended.
         keys = (f"~{k.batches('*')}", f"~{k.job('*')}", f"~{k.reply('*')}", f"~{k.telemetry}",
-                f"%W~{k.dead}", f"~{k.workers}", f"%R~{k.planners}")
-        commands = ("info", "hgetall", "hdel", "hexists", "xinfo|consumers", "xgroup|delconsumer")
+                f"%W~{k.dead}", f"~{k.workers}", f"%R~{k.planners}", f"%W~{k.orloj_samples('*')}")
+        commands = ("info", "hgetall", "hdel", "hexists", "xinfo|consumers", "xgroup|delconsumer", "rpush", "ltrim")
         return keys, (), _sorted(_CONNECTION, _SCRIPTS, _FINALIZE, _CONSUME, commands), ()
     if role == "profiler":
         # An rq worker (``adaserve profiler``) and what its jobs touch: profiles, ORLOJ's samples

@@ -30,6 +30,10 @@ def worker(
     memory_mb: int = typer.Option(0, "--memory-mb", min=0, help="Memory budget in MiB for model weights and KV cache, "
                                                                  "advertised to planners (HELIOS sizes batches by it; "
                                                                  "0: ADASERVE_WORKER_MEMORY_MB, else none)."),
+    rerun_budget: float = typer.Option(0.02, "--rerun-budget", min=0.0, max=0.5,
+                                       help="Share of the worker's time spent, while it has no batch, re-running "
+                                            "served requests alone for ORLOJ's per-application execution times "
+                                            "(0: off)."),
     log_level: str = typer.Option("INFO", "--log-level", help="Logging level."),
 ) -> None:
     """Serve batches of one pool until SIGTERM or Ctrl-C, then finish the batches in hand and exit."""
@@ -55,7 +59,7 @@ def worker(
         keep_freed_memory(settings.heap_keep_mb)
         config = WorkerConfig(
             pool=pool, device=device or None, slots=slots, threads=threads or None, name=name or None,
-            io_binding=io_binding, memory_mb=memory_mb or settings.worker_memory_mb,
+            io_binding=io_binding, memory_mb=memory_mb or settings.worker_memory_mb, rerun_budget=rerun_budget,
             models=tuple(m.strip() for m in models.split(",") if m.strip()) or None,
         )
         w = Worker(settings, config)

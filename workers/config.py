@@ -43,6 +43,9 @@ class WorkerConfig:
     preload: bool = True
     io_binding: bool = False
     memory_mb: int | None = None  # budget for weights + KV cache, advertised to planners
+    # share of the worker's time for re-running served requests alone while idle (ORLOJ's
+    # per-application distributions, ``idle_reruns``); 0 turns them off
+    rerun_budget: float = 0.02
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.pool):
@@ -57,6 +60,8 @@ class WorkerConfig:
             raise ConfigError(f"device must be 'cpu' or 'gpu', not {self.resolved_device!r}")
         if self.memory_mb is not None and self.memory_mb < 1:
             raise ConfigError(f"memory_mb must be at least 1, not {self.memory_mb}")
+        if not 0.0 <= self.rerun_budget <= 0.5:
+            raise ConfigError(f"rerun_budget must lie in 0..0.5 (a share of the worker's time), not {self.rerun_budget}")
         if self.max_output_elements < 0:
             raise ConfigError("max_output_elements must not be negative")
 

@@ -14,15 +14,20 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import cast
 
+import numpy as np
 import redis
 
 from adaserve.broker.codec import decode
 from adaserve.broker.errors import InvalidMessage
 from adaserve.broker.keys import ORLOJ_SAMPLES_CAP, Keys
 from adaserve.broker.messages import Batch, BatchItem
+from adaserve.workers.generate import pack, prompt_of
+from adaserve.workers.runtime.base import GenerativeRunner, Runner
+from adaserve.workers.wire import AnyItem
 
-__all__ = ["find_item", "record", "rerun"]
+__all__ = ["find_item", "inputs_alone", "record", "rerun", "time_alone"]
 
 WINDOW_MS = 60_000
 SKEW_MS = 5_000  # the event's clock (the worker's) may run behind the server's
@@ -44,6 +49,27 @@ def find_item(r: redis.Redis[bytes], namespace: str, pool: str, batch_id: str, r
         if batch.id == batch_id:
             return next((it for it in batch.items if it.request_id == request_id), None)
     return None
+
+
+def time_alone(runner: Runner, item: AnyItem) -> float:
+    """Seconds ``item`` takes run alone on ``runner`` (an early-exit runner's own per-request time
+    when it reports one). ``InputError`` when a prompt cannot run."""
+    inputs = inputs_alone(item, runner)
+    start = time.perf_counter()
+    out = runner.run(inputs)
+    seconds = time.perf_counter() - start
+    if out.request_exec_s is not None and len(out.request_exec_s) == 1:
+        seconds = float(out.request_exec_s[0])
+    return seconds
+
+
+def inputs_alone(item: AnyItem, runner: Runner) -> dict[str, np.ndarray]:
+    """The runner's inputs for ``item`` as a batch of one. A generation request runs with its own
+    settings: its time is its ``max_new_tokens`` steps, and the runner's default length would
+    give every application of a language model the same time."""
+    if isinstance(runner, GenerativeRunner):
+        return pack([prompt_of(cast(BatchItem, item), runner)], runner.pad_id)
+    return {name: t.to_numpy()[None, ...] for name, t in item.inputs.items()}
 
 
 def record(r: redis.Redis[bytes], namespace: str, model: str, app: str, seconds: float) -> None:
@@ -69,12 +95,7 @@ def rerun(*, namespace: str, data_dir: str, model: str, variant: str, device: st
     if item is None:
         return None
     runner = load_runner(model, variant, device, Path(data_dir))
-    inputs = {name: t.to_numpy()[None, ...] for name, t in item.inputs.items()}
-    runner.run(inputs)  # warm: the first call may compile or allocate
-    start = time.perf_counter()
-    out = runner.run(inputs)
-    seconds = time.perf_counter() - start
-    if out.request_exec_s is not None and len(out.request_exec_s) == 1:
-        seconds = float(out.request_exec_s[0])
+    time_alone(runner, item)  # warm: the first call may compile or allocate
+    seconds = time_alone(runner, item)
     record(r, namespace, model, app, seconds)
     return seconds

@@ -27,6 +27,7 @@ from adaserve.workers.config import WorkerConfig
 from adaserve.workers.execute import Executor
 from adaserve.workers.gpu import GpuMonitor
 from adaserve.workers.heartbeat import Heartbeat
+from adaserve.workers.idle_reruns import IdleReruns
 from adaserve.workers.pipeline import Reader, Work, publish_loop
 from adaserve.workers.publish import Publisher
 from adaserve.workers.reclaim import Reclaimer
@@ -110,6 +111,7 @@ class Worker:
         self.start(stop=stop)
         assert self.runners is not None and self._heartbeat is not None
         executor = Executor(self.runners, self.clock, max_output_elements=self.config.max_output_elements)
+        reruns = IdleReruns(self._r, self.settings.namespace, budget=self.config.rerun_budget)
         publisher = Publisher(self._r, self.settings, worker=self.id, pool=self.pool, device=self.device,
                               clock=self.clock, limits=self._limits, outage=self.outage, stop=stop)
         reclaimer = Reclaimer(self._r, self.settings, pool=self.pool, worker=self.id)
@@ -134,8 +136,9 @@ class Worker:
                     # Never block for good: CPython runs a signal handler only between bytecodes,
                     # so a SIGTERM landing just as this thread enters the wait would otherwise
                     # sit unhandled until the next batch (seen: an idle worker ignoring SIGTERM).
-                    work = todo.get(timeout=0.25)
+                    work = todo.get(timeout=reruns.wait_s(0.25))
                 except queue.Empty:
+                    reruns.run_one(self.runners)
                     continue
                 if work is None:
                     break
@@ -145,6 +148,8 @@ class Worker:
                     except Exception as exc:
                         log.exception("batch %s could not be executed", work.batch.id)
                         work.reject = ("runtime_error", f"{type(exc).__name__}: {exc}")
+                    else:
+                        reruns.offer(work.batch)
                 done.put(work)
         finally:
             stop.set()
