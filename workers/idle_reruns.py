@@ -64,7 +64,11 @@ class IdleReruns:
         """Keep the newest request of each application in a batch the worker ran."""
         if self.budget <= 0:
             return
-        for item in batch.items:
+        seen: set[str] = set()
+        for item in reversed(batch.items):  # the batch's last request of an app is its newest
+            if item.app in seen:
+                continue
+            seen.add(item.app)
             key = (batch.model, item.app)
             self._kept.pop(key, None)  # re-inserted last: its turn comes after the others'
             self._kept[key] = _Kept(batch.model, batch.plan.variant, item)

@@ -62,10 +62,11 @@ def test_a_budget_of_zero_runs_nothing_again(settings: Settings, feeder, serve, 
 def test_applications_take_turns_and_each_keeps_its_newest_request(settings: Settings, feeder, runners, r) -> None:
     clock = Clock()
     reruns = IdleReruns(r, settings.namespace, budget=0.4, burst_s=1.0, min_gap_s=0.0, clock=clock)
-    first, _ = feeder.batch(2)
-    second, _ = feeder.batch(2)
-    reruns.offer(with_apps(first, ["chat", "chat"]))
-    reruns.offer(with_apps(second, ["code", "chat"]))  # chat's newest is now second's, and its turn is last
+    batches = [with_apps(feeder.batch(2)[0], [app, app]) for app in ("chat", "code", "chat")]
+    for b in batches:
+        reruns.offer(b)  # chat again: its newest request is the third batch's, and its turn comes last
+    assert [(k.item.app, k.item.job_id) for k in reruns._kept.values()] == [
+        ("code", batches[1].items[1].job_id), ("chat", batches[2].items[1].job_id)]
     for _ in range(2):
         clock.t += 10.0
         assert reruns.run_one(runners) is not None
