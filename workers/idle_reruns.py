@@ -29,7 +29,7 @@ import redis
 from adaserve.workers.rerun import record, time_alone
 from adaserve.workers.runners import RunnerCache
 from adaserve.workers.runtime.base import Runner
-from adaserve.workers.wire import AnyBatch, AnyItem
+from adaserve.workers.wire import AnyBatch, AnyItem, items_of
 
 __all__ = ["IdleReruns"]
 
@@ -65,7 +65,7 @@ class IdleReruns:
         if self.budget <= 0:
             return
         seen: set[str] = set()
-        for item in reversed(batch.items):  # the batch's last request of an app is its newest
+        for item in reversed(items_of(batch)):  # the batch's last request of an app is its newest
             if item.app in seen:
                 continue
             seen.add(item.app)
