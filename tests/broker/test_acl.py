@@ -24,6 +24,7 @@ from adaserve.broker.codec import encode
 from adaserve.broker.events import JobAccepted
 from adaserve.embedded import free_port
 from adaserve.producers import Client, make_job
+from adaserve.workers.rerun import record
 
 MakeUser = Callable[..., Settings]
 
@@ -118,8 +119,6 @@ def test_a_worker_cannot_read_or_write_the_ingress_stream(
         assert denied(lambda: w.get(k.profile("m")))
         assert w.xgroup_create(k.batches("cpu"), "cpu", id="0", mkstream=True)
         # its idle re-runs append to ORLOJ's samples, which only the planner reads
-        from adaserve.workers.rerun import record
-
         record(w, settings.namespace, "m", "chat", 0.002)
         assert r.lrange(k.orloj_samples("m"), 0, -1) == [b'{"app": "chat", "exec_s": 0.002}']
         assert denied(lambda: w.lrange(k.orloj_samples("m"), 0, -1))
