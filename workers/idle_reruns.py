@@ -57,11 +57,12 @@ class IdleReruns:
         self._credit = 0.0
         self._at = clock()
         self._last = float("-inf")
-        self.runs = self.recorded = self.dropped = 0
+        self.recorded = self.dropped = 0
         self.spent_s = 0.0
 
     def offer(self, batch: AnyBatch) -> None:
-        """Keep the newest request of each application in a batch the worker ran."""
+        """Keep the newest request of each application in a batch the worker ran (none with a
+        budget of 0, so nothing is ever due)."""
         if self.budget <= 0:
             return
         seen: set[str] = set()
@@ -76,22 +77,25 @@ class IdleReruns:
     def wait_s(self, longest: float) -> float:
         """How long the worker may block on its queue before a re-run could be due (``longest`` when
         none is kept)."""
-        if not self._kept or self.budget <= 0:
+        if not self._kept:
             return longest
         now = self._clock()
-        credit = min(self._credit + (now - self._at) * self.budget, self.burst_s)
+        credit = self._credit_at(now)
         until_credit = 0.0 if credit > 0 else -credit / self.budget
         return min(longest, max(until_credit, self._last + self.min_gap_s - now, 0.0))
 
     def due(self) -> bool:
-        return bool(self._kept) and self.budget > 0 and self.wait_s(1.0) <= 0.0
+        return self.wait_s(1.0) <= 0.0
+
+    def _credit_at(self, now: float) -> float:
+        return min(self._credit + (now - self._at) * self.budget, self.burst_s)
 
     def run_one(self, runners: RunnerCache) -> float | None:
         """Re-run the request whose turn it is, if due; its seconds alone, or None."""
         if not self.due():
             return None
         now = self._clock()
-        self._credit = min(self._credit + (now - self._at) * self.budget, self.burst_s)
+        self._credit = self._credit_at(now)
         self._at = self._last = now
         key = next(iter(self._kept))
         kept = self._kept.pop(key)
@@ -107,7 +111,6 @@ class IdleReruns:
             took = time.perf_counter() - start
             self._credit -= took
             self.spent_s += took
-            self.runs += 1
 
     def _measure(self, runner: Runner, kept: _Kept) -> float | None:
         try:
