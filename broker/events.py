@@ -294,6 +294,9 @@ class PlannerState(_Ev):
     # Each pool's slots as its live workers advertise them (the most batches the planner keeps
     # in flight there), which the pipeline simulator keeps to. Empty in older reports.
     slots: dict[str, int] = Field(default_factory=dict, max_length=1024)
+    # Its ``--queue-ms`` (planner/pools.py: slot_limit): a pool of long batches holds fewer than
+    # its slots, which the pipeline simulator keeps to too. None in older reports (every slot).
+    queue_ms: float | None = Field(default=None, ge=0.0, le=10_000.0)
 
 
 class PlacementFinished(_Ev):

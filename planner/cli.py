@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from adaserve.planner.config import DEFAULT_QUEUE_MS
 from adaserve.planner.sim import cli as sim_cli
 
 
@@ -27,6 +28,11 @@ def planner(
              "by its deadline, rather than queue it to expire."),
     max_queue: int = typer.Option(0, min=0, help="Most requests queued per model before new jobs are "
                                                  "refused `overloaded` (0: no fixed bound)."),
+    queue_ms: float = typer.Option(
+        DEFAULT_QUEUE_MS, min=0.0, max=10_000.0, envvar="ADASERVE_QUEUE_MS",
+        help="Work, in ms of the pool's recent batches, the planner queues at each worker beyond the batch it "
+             "runs; a pool of long batches (a language model) then holds fewer than its slots, and requests "
+             "wait at the planner, where they can join larger batches. 0: every slot."),
     allow_non_finite: list[str] | None = typer.Option(
         None, "--allow-non-finite", metavar="MODEL",
         help="Admit float inputs holding NaN or ±Inf for MODEL (rejected as non_finite otherwise); adds to "
@@ -53,7 +59,7 @@ def planner(
     try:
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
                                modality=modality, online_feedback=online_feedback, admission=admission,
-                               max_queue=max_queue, placement=placement, heft_profile=heft_profile,
+                               max_queue=max_queue, queue_ms=queue_ms, placement=placement, heft_profile=heft_profile,
                                pool_kind=tuple(pool_kind or ()))
         limits = load_limits()
         if allow_non_finite:

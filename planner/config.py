@@ -14,6 +14,11 @@ from adaserve.planner.core import Scheduler
 from adaserve.planner.placement import parse_splits
 
 PLACEMENTS = ("static", "heft")
+# ms of batches queued at a worker beyond the one it runs (``pools.slot_limit``). Eight slots beat
+# four for the small models at overload (docs/orloj.md, "Ninth session"): seven 3.5 ms batches of
+# 32 (ee-audio's, fsdd-cnn's), so their workers keep every slot; a language model's 20-30 ms
+# batches get two or three.
+DEFAULT_QUEUE_MS = 25.0
 SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
 
 
@@ -33,6 +38,9 @@ class PlannerConfig:
     # and bound each model's queue (requests; 0: no fixed bound).
     admission: bool = True
     max_queue: int = 0
+    # Batches a pool holds (planner/pools.py: slot_limit): ms of its recent batches queued beyond
+    # the running one per worker; 0: every slot.
+    queue_ms: float = DEFAULT_QUEUE_MS
     # StarONNX placement (planner/heft): "static" (the pool with a free slot, --split as given) or
     # "heft" (per batch, earliest finish from performance histories); histories seeded from a
     # `bench gpu --json` report; pools' device kinds beyond the default (gpu* -> gpu, else cpu).
@@ -59,6 +67,8 @@ class PlannerConfig:
             raise ConfigError(f"read_count must be within 1..100000, got {self.read_count}")
         if self.max_queue < 0:
             raise ConfigError(f"max_queue must be >= 0 (0: no bound), got {self.max_queue}")
+        if not 0.0 <= self.queue_ms <= 10_000.0:
+            raise ConfigError(f"queue_ms must be within 0..10000 (0: every slot), got {self.queue_ms}")
         parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error
         if self.placement not in PLACEMENTS:
             raise ConfigError(f"unknown placement {self.placement!r}; choose one of {', '.join(PLACEMENTS)}")

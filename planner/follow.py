@@ -29,8 +29,8 @@ from adaserve.broker.messages import SCHEMA_VERSION
 from adaserve.planner.core import Scheduler, batch_feedback
 from adaserve.planner.helios.pht import ItemStats, item_stats
 from adaserve.planner.overload import Overload
-from adaserve.planner.pools import Pools, PoolView
-from adaserve.planner.state import WAIT_HALF_LIFE_MS, Ewma, Inflight, RecentFloor
+from adaserve.planner.pools import Pools, PoolView, slot_limit
+from adaserve.planner.state import WAIT_HALF_LIFE_MS, BatchLength, Ewma, Inflight, RecentFloor
 
 if TYPE_CHECKING:
     import redis
@@ -80,6 +80,7 @@ class Follower:
         # the pool is busy (for sizing batches) and a forgetting lower bound (for expiry)
         self.wait: dict[str, Ewma] = {}
         self.floor: dict[str, RecentFloor] = {}
+        self.batch: dict[str, BatchLength] = {}  # pool -> ms its batches ran (the runner's): ``limit_pools``
         self._last = "0-0"
         self._known_groups: set[str] = set()
         self.unheard = _Unheard()
@@ -163,6 +164,8 @@ class Follower:
         if self.on_finished is not None:
             self.on_finished(ev)
         sent = self.inflight.pop(ev.batch_id)
+        if ev.size > 0:
+            self.batch.setdefault(ev.pool, BatchLength()).add(ev.exec_ms)
         if sent is not None:
             gap = max(ev.ts - ev.exec_ms - sent.ms, 0.0)
             self.wait.setdefault(ev.pool, Ewma()).add(gap, ev.ts)
@@ -186,6 +189,12 @@ class Follower:
         if v is not None and v.inflight > 0 and pool in self.wait:
             return self.wait[pool].recent(now_ms, floor, WAIT_HALF_LIFE_MS)
         return floor
+
+    def limit_pools(self, queue_ms: float) -> None:
+        """Each pool's batch limit (``pools.slot_limit``) from its recent batches' length."""
+        for v in self.pools.views.values():
+            got = self.batch.get(v.name)
+            v.limit = slot_limit(v.slots, v.workers, queue_ms, got.value if got is not None else None)
 
     def floor_ms(self, pool: str, now_ms: float) -> float:
         got = self.floor.get(pool)

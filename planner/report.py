@@ -79,7 +79,7 @@ class StateReport:
         return time.monotonic() >= self._next
 
     def take(self, now_ms: float, scheds: Mapping[str, Sized], held_jobs: int,
-             slots: Mapping[str, int] | None = None) -> PlannerState:
+             slots: Mapping[str, int] | None = None, queue_ms: float | None = None) -> PlannerState:
         """The report for the interval that ends now; the next one starts empty."""
         self._next = time.monotonic() + self.interval_s
         count, ms = self._decisions.take()
@@ -94,7 +94,7 @@ class StateReport:
             heard=[HeardSpan(at_ms=span * HEARD_SPAN_MS, batches=len(lags), quantiles_ms=_quantiles(sorted(lags)))
                    for span, lags in spans],
             steps=step_count, step_quantiles_ms=_bands(steps) if steps else [], slots=dict(slots or {}),
-            sends=send_count, send_quantiles_ms=_bands(sends) if sends else [],
+            sends=send_count, send_quantiles_ms=_bands(sends) if sends else [], queue_ms=queue_ms,
         )
 
 

@@ -182,6 +182,7 @@ class Planner:
     def step(self) -> None:
         started, self._blocked_s = time.perf_counter(), 0.0
         self.pools.refresh(self.now_ms())
+        self.follow.limit_pools(self.config.queue_ms)
         counted = self.pools.workers > 0  # the ingress read below also brings the pools' in-flight counts
         if not counted:
             # No worker to plan for: leave jobs in the stream rather than reject them as unknown.
@@ -535,7 +536,8 @@ class Planner:
             for key, sched in self.scheds.items():
                 self._store_table(key, sched)
             raw = encode(self.report.take(self.now_ms(), self.scheds, len(self.held),
-                                          {v.name: v.slots for v in self.pools.views.values()}))
+                                          {v.name: v.slots for v in self.pools.views.values()},
+                                          self.config.queue_ms))
             self._pipe.hset(self.keys.planners, self.consumer, raw)
             self._pipe.xadd(self.keys.telemetry, {b"m": raw}, maxlen=self.settings.telemetry_maxlen, approximate=True)
             if self.heft is not None:

@@ -54,9 +54,10 @@ class StallWatch:
 
 
 def describe(follow: Follower, scheds: Mapping[str, Scheduler], now_ms: float) -> str:
-    """What decides dispatch now: each pool's slots, in-flight batches and waits; each model's
+    """What decides dispatch now: each pool's slots, batch limit, in-flight batches and waits; each model's
     pending requests, time left to the most urgent and the policy's own belief."""
-    pools = {v.name: {"slots": v.slots, "inflight": v.inflight, "wait_ms": round(follow.wait_ms(v.name, now_ms), 2),
+    pools = {v.name: {"slots": v.slots, "limit": v.limit, "inflight": v.inflight,
+                      "wait_ms": round(follow.wait_ms(v.name, now_ms), 2),
                       "floor_ms": round(follow.floor_ms(v.name, now_ms), 2)} for v in follow.pools.views.values()}
     models = {}
     for m, s in scheds.items():

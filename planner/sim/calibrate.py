@@ -137,6 +137,9 @@ class Calibration(BaseModel):
     # The worker's slots, as the planner's reports gave them (the most batches it kept in flight):
     # the simulated planner keeps to as many. None in calibrations that predate them.
     slots: int | None = Field(default=None, ge=1)
+    # The planner's ``queue_ms`` (``pools.slot_limit``), as its reports gave it: the simulated
+    # planner holds as few batches as the live one. None in calibrations that predate it: every slot.
+    queue_ms: float | None = Field(default=None, ge=0.0, le=10_000.0)
     # The whole batches of the model the planner heard finish before the run (since it started,
     # as ``before`` gives them), in the order they finished: ``[ms before start_ms, requests run,
     # exec ms]``. The live policy learnt from each (Clipper grows its batch size a step per full
@@ -275,6 +278,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=DRAIN_SPAN_MS)
                        if lags else [],
                        heard_ms=heard, heard_run_ms=heard_at, slots=_slots(reports),
+                       queue_ms=next((r.queue_ms for r in reversed(reports) if r.queue_ms is not None), None),
                        learnt_before=_learnt(before, model, lags[0][0]) if lags else [])
 
 

@@ -60,10 +60,11 @@ import numpy as np
 from adaserve.broker.events import HEARD_SPAN_MS
 from adaserve.planner.core import Pending, Scheduler, batch_feedback
 from adaserve.planner.overload import Overload
+from adaserve.planner.pools import slot_limit
 from adaserve.planner.sim.calibrate import DRAIN_SPAN_MS, Calibration
 from adaserve.planner.sim.engine import SimResult
 from adaserve.planner.sim.loop import ReplayedLoop
-from adaserve.planner.state import WAIT_HALF_LIFE_MS, Ewma, RecentFloor
+from adaserve.planner.state import WAIT_HALF_LIFE_MS, BatchLength, Ewma, RecentFloor
 
 __all__ = ["simulate_pipeline"]
 
@@ -180,11 +181,15 @@ def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, 
 
 def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job: int, deadline_s: float,
                       cal: Calibration, *, slots: int = 2, max_batch: int = 32, seed: int = 0,
-                      model: str = "sim", app: str = "default", overload: Overload | None = None) -> SimResult:
+                      model: str = "sim", app: str = "default", overload: Overload | None = None,
+                      queue_ms: float = 0.0) -> SimResult:
     """Serve jobs submitted at ``jobs_s`` (sorted, seconds) with ``scheduler`` through the pipeline;
-    with ``overload``, jobs are first admitted by it as the live planner admits them."""
-    if slots < 1 or max_batch < 1 or requests_per_job < 1 or not deadline_s > 0:
-        raise ValueError("slots, max_batch and requests_per_job >= 1 and a positive deadline are required")
+    with ``overload``, jobs are first admitted by it as the live planner admits them. The worker
+    holds at most ``slots`` batches, fewer when its batches are long (``queue_ms``, as the live
+    planner's ``pools.slot_limit``; 0: every slot)."""
+    if slots < 1 or max_batch < 1 or requests_per_job < 1 or not deadline_s > 0 or not queue_ms >= 0:
+        raise ValueError("slots, max_batch and requests_per_job >= 1, a positive deadline and queue_ms >= 0 "
+                         "are required")
     rng = np.random.default_rng(seed)
     n_jobs = int(jobs_s.size)
     n = n_jobs * requests_per_job
@@ -240,6 +245,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     inflight, lane_free, nxt_job = 0, 0.0, 0
     wait = Ewma()  # dispatch-to-start plus the worker's time around the runner, as the planner keeps it
     floor = RecentFloor()  # the same gap for batches sent to an idle worker (ms), as the planner keeps
+    ran_ms = BatchLength()  # the runner's ms a batch, as the planner keeps it for the slot limit
+    limit = slots
     batches = in_batches = 0
     busy = 0.0
     read_at, late_in_read = -np.inf, 0  # the jobs of the current read that were past their deadlines
@@ -272,6 +279,8 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             k = len(batch)
             if not k:  # every request of it ended unrun: nothing ran to learn from
                 continue
+            ran_ms.add(exec_s * 1000.0)
+            limit = slot_limit(slots, 1, queue_ms, ran_ms.value)
             if overload is not None:
                 overload.finished(model, k, fin + epoch)
             _observe(scheduler, model, app, k, exec_s, fin, token)
@@ -305,7 +314,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             at_point, released = loop.dispatch(now)
             inflight -= released
             can = at_point if replaying else can
-        while can and inflight < slots and len(scheduler):
+        while can and inflight < limit and len(scheduler):
             d = scheduler.next_batch(now + (wait.recent(now, low, WAIT_HALF_LIFE_MS / 1e3) if inflight and wait.n
                                             else low), max_batch)
             end(d.expired, 3)
@@ -344,13 +353,13 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             times.append(running[0][0])
         if noticed:
             times.append(noticed[0][0])
-        if loop is not None and (loop.replaying or inflight >= slots):
+        if loop is not None and (loop.replaying or inflight >= limit):
             at = loop.next_at()
             if at is not None:
                 times.append(at)
         elif len(scheduler):
             freed = [x[0] for x in noticed[:1]] + [x[0] for x in running[:1]]
-            times.append(max(gate, now) if inflight < slots else max(gate, min(freed) + WAKE_S))
+            times.append(max(gate, now) if inflight < limit else max(gate, min(freed) + WAKE_S))
         nxt = min(times)
         if not np.isfinite(nxt):  # nothing else will happen: let the policy expire what is left
             first = scheduler.earliest_deadline()

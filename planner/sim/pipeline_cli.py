@@ -66,7 +66,8 @@ def simulate_policy(cal: Calibration, policy: str, jobs_s: np.ndarray, *, reques
     overload = for_planner(max_queue=planner.max_queue if max_queue is None else max_queue,
                            admission=planner.admission if admission is None else admission, max_batch=max_batch)
     return simulate_pipeline(sched, jobs_s, requests_per_job, deadline_ms / 1000.0, cal, max_batch=max_batch,
-                             seed=seed, model=cal.model, overload=overload, slots=cal.slots or UNREPORTED_SLOTS)
+                             seed=seed, model=cal.model, overload=overload, slots=cal.slots or UNREPORTED_SLOTS,
+                             queue_ms=cal.queue_ms or 0.0)
 
 
 def simulate_policies(cal: Calibration, policies: list[str], *, rate: float, duration_s: float,

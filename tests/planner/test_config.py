@@ -11,6 +11,9 @@ from adaserve.planner.config import PlannerConfig
     ({"online_feedback": "sometimes"}, "unknown online feedback mode"),
     ({"read_count": 0}, "read_count must be within"),
     ({"split": ("effnet-lite0",)}, "MODEL=FIRST_POOL:SECOND_POOL"),
+    ({"queue_ms": -1.0}, "queue_ms must be within"),
+    ({"queue_ms": float("nan")}, "queue_ms must be within"),
+    ({"queue_ms": 20_000.0}, "queue_ms must be within"),
 ])
 def test_bad_settings_fail_at_construction_with_a_clear_error(kwargs: dict[str, object], words: str) -> None:
     with pytest.raises(ConfigError, match=words):

@@ -35,11 +35,11 @@ def _beat(worker: str, pool: str, ts: float) -> dict[str, Any]:
     return {"event": "worker.heartbeat", "ts": ts, "worker": worker, "pool": pool, "slots": 2, "models": ["m"]}
 
 
-def _finished(batch_id: str, ts: float, part: int | None = None) -> dict[str, Any]:
+def _finished(batch_id: str, ts: float, part: int | None = None, exec_ms: float = 5.0) -> dict[str, Any]:
     item = {"job_id": "j", "request_id": "r", "app": "a", "status": "completed", "queue_ms": 1.0,
             "exec_ms": 4.0, "total_ms": 6.0}
     return {"event": "batch.finished", "ts": ts, "batch_id": batch_id, "pool": "cpu", "worker": "w1",
-            "model": "m", "size": 1, "exec_ms": 5.0, "items": [item], "part": part}
+            "model": "m", "size": 1, "exec_ms": exec_ms, "items": [item], "part": part}
 
 
 def test_workers_come_and_go_and_finished_batches_teach_the_scheduler(
@@ -91,6 +91,29 @@ def test_the_mean_wait_applies_while_the_pool_is_busy_and_is_stamped_when_sent(
     assert f.wait_ms("cpu", 1050.0) == 5.0
 
 
+def test_a_pool_whose_batches_ran_long_is_limited_to_fewer_batches(
+        settings: Settings, r: redis.Redis[bytes]) -> None:
+    keys = Keys(settings.namespace)
+    f = Follower(r, keys, worker_ttl_s=5.0)
+    f.start()
+    f.pools.heartbeat(WorkerHeartbeat(**{**_beat("w1", "cpu", 1000.0), "slots": 8}))
+    f.pools.refresh(1000.0)
+    f.limit_pools(10.0)
+    assert f.pools.views["cpu"].limit == 8  # nothing heard yet: every slot
+    for i in range(3):
+        _event(r, keys, **_finished(f"b{i}", 1010.0 + 30.0 * i, exec_ms=25.0))
+    f.read(None, {})
+    f.limit_pools(10.0)
+    assert f.pools.views["cpu"].limit == 2
+    f.limit_pools(0.0)  # turned off
+    assert f.pools.views["cpu"].limit == 8
+    for i in range(100):  # the model changed: short batches again
+        _event(r, keys, **_finished(f"c{i}", 1200.0 + i, exec_ms=1.0))
+    f.read(None, {})
+    f.limit_pools(10.0)
+    assert f.pools.views["cpu"].limit == 8
+
+
 def test_inflight_is_the_groups_lag_plus_pending(settings: Settings, r: redis.Redis[bytes]) -> None:
     keys = Keys(settings.namespace)
     f = Follower(r, keys, worker_ttl_s=5.0)
@@ -102,6 +125,21 @@ def test_inflight_is_the_groups_lag_plus_pending(settings: Settings, r: redis.Re
     streams.read_group(r, [keys.batches("cpu")], "cpu", "w1", count=1, block_ms=None)  # 1 pending, 2 lag
     f.refresh_inflight()
     assert f.pools.views["cpu"].inflight == 3 and f.pools.views["cpu"].free == 0
+
+
+def test_a_batchs_length_is_weighted_by_itself() -> None:
+    from adaserve.planner.state import BatchLength
+
+    b = BatchLength(alpha=1.0)
+    assert b.value is None
+    b.add(float("nan"))  # nothing to learn from
+    assert b.value is None
+    b.add(25.0)
+    assert b.value == 25.0
+    mix = BatchLength(alpha=0.5)  # the two weigh alike
+    mix.add(4.0)
+    mix.add(25.0)
+    assert mix.value == pytest.approx((4.0 * 4.0 + 25.0 * 25.0) / (4.0 + 25.0))  # 22.1, not 14.5
 
 
 def test_recent_floor_is_the_minimum_of_its_horizon() -> None:

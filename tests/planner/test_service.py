@@ -38,15 +38,16 @@ SPEC = {"m": {"x": {"shape": [2], "dtype": "float32"}}}
 class PeerWorker(threading.Thread):
     """Sums its input as the 'prediction'; heartbeats like a real worker."""
 
-    def __init__(self, settings: Settings, r: redis.Redis[bytes]) -> None:
+    def __init__(self, settings: Settings, r: redis.Redis[bytes], slots: int = 2) -> None:
         super().__init__(daemon=True)
-        self.s, self.r, self.k = settings, r, Keys(settings.namespace)
+        self.s, self.r, self.k, self.slots = settings, r, Keys(settings.namespace), slots
         self.fin = Finalizer(r, settings)
         self.stop = threading.Event()
         self.batches: list[Batch] = []
 
     def beat(self) -> None:
-        hb = WorkerHeartbeat(ts=time.time() * 1000, worker="peer", pool="cpu", slots=2, models=["m"], inputs=SPEC)
+        hb = WorkerHeartbeat(ts=time.time() * 1000, worker="peer", pool="cpu", slots=self.slots, models=["m"],
+                             inputs=SPEC)
         raw = msgpack.packb(hb.model_dump())
         self.r.hset(self.k.workers, "peer", raw)
         self.r.xadd(self.k.telemetry, {b"m": raw})
@@ -323,6 +324,37 @@ def test_a_planner_whose_slots_never_free_says_what_holds_it(
     assert told, caplog.messages
     assert "'inflight': 2" in told[0] and "'slots': 2" in told[0] and "'pending': 2" in told[0]
     assert "c0_ms" in told[0]  # the policy's own belief (ORLOJ's batch latency fit) is in the line
+
+
+@pytest.mark.parametrize("queue_ms, sent", [(10.0, 2), (0.0, 6)])
+def test_a_pool_whose_batches_run_long_gets_fewer_batches_than_its_slots(
+    r: redis.Redis[bytes], settings: Settings, queue_ms: float, sent: int,
+) -> None:
+    peer = PeerWorker(settings, r, slots=8)
+    peer.beat()  # eight slots, and the batches are never read
+    planner = Planner(settings, PlannerConfig(max_batch=1, queue_ms=queue_ms))
+    stop = threading.Event()
+    t = threading.Thread(target=planner.run, args=(stop,), daemon=True)
+    k = Keys(settings.namespace)
+    t.start()
+    try:
+        end = time.time() + 5.0
+        while time.time() < end and "cpu" not in planner.pools.views:
+            time.sleep(0.02)
+        for i in range(3):  # what the pool's batches took lately: 25 ms each
+            streams.publish(r, k.telemetry, encode(BatchFinished(
+                ts=time.time() * 1000, batch_id=f"old{i}", pool="cpu", worker="peer", model="m", size=1,
+                exec_ms=25.0, items=[])))
+        while time.time() < end and "cpu" not in planner.follow.batch:
+            time.sleep(0.02)
+        streams.publish(r, k.jobs, encode(_job("long", n=6, deadline_ms=30_000)))
+        while time.time() < end and r.xlen(k.batches("cpu")) < sent:
+            time.sleep(0.02)
+        time.sleep(0.3)  # and no more than that
+        assert r.xlen(k.batches("cpu")) == sent
+    finally:
+        stop.set()
+        t.join(5)
 
 
 def _columns_job(jid: str, rows: np.ndarray, model: str = "m") -> bytes:

@@ -90,9 +90,34 @@ def test_the_calibrations_slots_are_the_simulated_workers(tmp_path: Path) -> Non
     assert run(4) > run(2) + 0.1
 
 
+@pytest.mark.parametrize("policy", ["edf", "orloj"])
+def test_a_worker_of_long_batches_holds_as_few_as_the_live_planner_sends_it(policy: str, tmp_path: Path) -> None:
+    # a language model's shape: 20 ms a batch however small, 0.4 ms a request more; a job of 4
+    # every 10 ms. With every one of eight slots open each job goes out alone as it lands, and
+    # batches of 4 (21.6 ms) fall behind; held to two, the requests wait at the planner and go
+    # out together
+    from adaserve.planner.sim.pipeline_cli import simulate_policy
+
+    jobs = np.arange(500) * 0.01
+    cal = _cal([1.0], c0=20.0, c1=0.4).model_copy(update={"slots": 8, "exec_c0_ms": 19.0, "exec_c1_ms": 0.4})
+
+    def run(queue_ms: float | None) -> tuple[float, float]:
+        res = simulate_policy(cal.model_copy(update={"queue_ms": queue_ms}), policy, jobs, requests_per_job=4,
+                              deadline_ms=150.0, seed=0, max_batch=32, data_dir=tmp_path)
+        assert res.met + res.late + res.expired + res.rejected == res.requests
+        return res.finish_rate, res.mean_batch
+
+    every_slot, held = run(None), run(10.0)
+    assert run(0.0) == every_slot
+    assert held[1] > 2 * every_slot[1]
+    assert held[0] > every_slot[0] + 0.3
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError):
         simulate_pipeline(default_factory("edf")("m", None), np.zeros(1), 4, 0.0, _cal([1.0]))
+    with pytest.raises(ValueError):
+        simulate_pipeline(default_factory("edf")("m", None), np.zeros(1), 4, 0.03, _cal([1.0]), queue_ms=-1.0)
 
 
 def test_a_job_read_after_its_deadline_ends_expired_without_entering_the_policy() -> None:
