@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from adaserve.bench import (
+    apps_cmd,
     broker,
     chaos_cmd,
     fuzz,
@@ -23,8 +24,8 @@ from adaserve.bench import (
 
 bench_app = typer.Typer(help="Benchmarks: each prints its figures (``--json`` for one JSON object).", no_args_is_help=True)
 
-for module in (overhead, hotpaths, broker, planner, orloj, mosel, serving, gpu, live_cmd, chaos_cmd, fuzz, helios, native,
-               placement_cmd):
+for module in (overhead, hotpaths, broker, planner, orloj, mosel, serving, gpu, live_cmd, apps_cmd, chaos_cmd, fuzz,
+               helios, native, placement_cmd):
     module.register(bench_app)
 
 

@@ -17,7 +17,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 # (5-12 ms of its loop on a busy two-core host, more when it falls behind), so the worker idled
 # with work queued at the planner (docs/orloj.md, "Eighth session"). A deeper hold costs little
 # since the worker ends unrun the requests that wait out their deadline in it: eight finished more
-# than four in 11 of 12 overloaded pairs (docs/orloj.md, "Ninth session").
+# than four in 11 of 12 overloaded pairs (docs/orloj.md, "Ninth session"). A worker of long batches
+# (a language model) is sent fewer than its slots by the planner (``planner.pools.slot_limit``).
 DEFAULT_SLOTS = 8
 
 

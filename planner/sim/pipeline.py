@@ -246,7 +246,9 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     wait = Ewma()  # dispatch-to-start plus the worker's time around the runner, as the planner keeps it
     floor = RecentFloor()  # the same gap for batches sent to an idle worker (ms), as the planner keeps
     ran_ms = BatchLength()  # the runner's ms a batch, as the planner keeps it for the slot limit
-    limit = slots
+    for _, _, ms in cal.learnt_before:  # from what it heard before the run, as the live one did
+        ran_ms.add(ms)
+    limit = slot_limit(slots, 1, queue_ms, ran_ms.value)
     batches = in_batches = 0
     busy = 0.0
     read_at, late_in_read = -np.inf, 0  # the jobs of the current read that were past their deadlines

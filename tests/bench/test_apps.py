@@ -1,0 +1,66 @@
+"""`adaserve bench apps`: its options, its arithmetic, and one short run on a real stack."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from adaserve.bench import apps as apps_bench
+from adaserve.bench.cli import register
+
+
+def test_apps_are_parsed_and_bad_ones_say_what_is_wrong() -> None:
+    got = apps_bench.parse_apps(apps_bench.DEFAULT_APPS)
+    assert [(a.name, a.max_new_tokens, a.deadline_ms, a.jobs_per_s) for a in got] == [
+        ("short", 4, 60.0, 150.0), ("long", 32, 250.0, 20.0)]
+    for bad, words in [("short:4:60", "name:tokens:deadline_ms:jobs_per_s"), ("a:x:60:1", "integer"),
+                       ("a:4:0:1", "deadline_ms"), ("a:4:60:1,a:8:60:1", "distinct"), ("", "distinct"),
+                       ("a b:4:60:1", "app names"), ("a:999:60:1", "tokens must be 1..256")]:
+        with pytest.raises(ValueError, match=words):
+            apps_bench.parse_apps(bad)
+
+
+def test_cells_are_medians_and_orloj_is_paired_with_edf_repeat_by_repeat() -> None:
+    def run(fr: float, short: float) -> dict[str, object]:
+        return {"finish_rate": fr, "apps": {"short": short, "long": 1.0}, "unfinished": 0}
+
+    cells = [apps_bench.summarise(25.0, "orloj", [run(0.6, 0.5), run(0.7, 0.6), run(0.5, 0.4)]),
+             apps_bench.summarise(25.0, "edf", [run(0.5, 0.4), run(0.6, 0.5), run(0.55, 0.45)]),
+             apps_bench.summarise(0.0, "orloj", [run(0.2, 0.1)] * 3)]
+    assert (cells[0]["finish_rate"], cells[0]["min"], cells[0]["max"]) == (0.6, 0.5, 0.7)
+    assert cells[0]["apps"] == {"short": 0.5, "long": 1.0}
+    got = apps_bench.paired(cells)
+    assert list(got) == ["25"]  # no EDF at 0: nothing to pair
+    assert got["25"]["diffs"] == [0.1, 0.1, -0.05] and (got["25"]["wins"], got["25"]["losses"]) == (2, 1)
+
+
+def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+    for args in (["--apps", "short:4"], ["--queue-ms", "-1"], ["--policies", "fastest"]):
+        res = CliRunner().invoke(app, ["bench", "apps", *args, "--plot", str(tmp_path / "x.png")])
+        assert res.exit_code == 2, (args, res.output)
+
+
+@pytest.mark.slow
+def test_two_apps_of_a_language_model_at_once_on_a_real_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
+    app = typer.Typer()
+    register(app)
+    png = tmp_path / "apps.png"
+    res = CliRunner().invoke(app, ["bench", "apps", "--json", "--apps", "a:2:400:4,b:8:800:2", "--policies",
+                                   "orloj,edf", "--queue-ms", "25", "--repeats", "1", "--duration", "1",
+                                   "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [(c["queue_ms"], c["policy"]) for c in out["cells"]] == [(25.0, "orloj"), (25.0, "edf")]
+    for c in out["cells"]:
+        assert c["finish_rate"] > 0.5 and set(c["apps"]) == {"a", "b"}  # a light load is served
+        assert c["unfinished"] == 0
+    assert len(out["orloj_minus_edf"]["25"]["diffs"]) == 1
+    assert png.stat().st_size > 0
