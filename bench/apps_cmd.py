@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
@@ -73,7 +74,7 @@ def register(bench_app: typer.Typer) -> None:
                 stack.wait_ready()
                 cells = apps_bench.bench(stack, parsed, cols, queues, repeats, duration, tick)
             bar.advance(task)
-        out = {"model": model, "apps": [a.__dict__ for a in parsed], "cells": cells,
+        out = {"model": model, "apps": [asdict(a) for a in parsed], "cells": cells,
                "orloj_minus_edf": apps_bench.paired(cells), "repeats": repeats, "duration_s": duration,
                "seconds": round(time.monotonic() - t0, 1)}
         path = apps_bench.plot(cells, plot_path)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -18,3 +20,12 @@ def bench_command(name: str) -> Callable[..., Any]:
         register(app)
         return CliRunner().invoke(app, ["bench", name, *args])
     return invoke
+
+
+@pytest.fixture
+def own_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A bench that starts its own stack: no configured server, a fresh data folder (the shipped
+    models still come from the zoo). The data folder."""
+    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
+    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"

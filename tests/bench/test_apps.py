@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from adaserve.bench import apps as apps_bench
-from adaserve.bench.cli import register
+
+from .conftest import bench_command
 
 
 def test_apps_are_parsed_and_bad_ones_say_what_is_wrong() -> None:
@@ -39,23 +38,17 @@ def test_cells_are_medians_and_orloj_is_paired_with_edf_repeat_by_repeat() -> No
 
 
 def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
-    app = typer.Typer()
-    register(app)
     for args in (["--apps", "short:4"], ["--queue-ms", "-1"], ["--policies", "fastest"]):
-        res = CliRunner().invoke(app, ["bench", "apps", *args, "--plot", str(tmp_path / "x.png")])
+        res = bench_command("apps")(*args, "--plot", str(tmp_path / "x.png"))
         assert res.exit_code == 2, (args, res.output)
 
 
 @pytest.mark.slow
-def test_two_apps_of_a_language_model_at_once_on_a_real_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
-    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
-    app = typer.Typer()
-    register(app)
+@pytest.mark.usefixtures("own_stack")
+def test_two_apps_of_a_language_model_at_once_on_a_real_stack(tmp_path: Path) -> None:
     png = tmp_path / "apps.png"
-    res = CliRunner().invoke(app, ["bench", "apps", "--json", "--apps", "a:2:400:4,b:8:800:2", "--policies",
-                                   "orloj,edf", "--queue-ms", "25", "--repeats", "1", "--duration", "1",
-                                   "--plot", str(png)])
+    res = bench_command("apps")("--json", "--apps", "a:2:400:4,b:8:800:2", "--policies", "orloj,edf",
+                                "--queue-ms", "25", "--repeats", "1", "--duration", "1", "--plot", str(png))
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert [(c["queue_ms"], c["policy"]) for c in out["cells"]] == [(25.0, "orloj"), (25.0, "edf")]

@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 from adaserve.bench.cli import register
 from adaserve.bench.live import summarise, verdict
 
+from .conftest import bench_command
+
 
 def _cell(policy: str, load: float, runs: list[float]) -> dict[str, object]:
     return summarise("m", load, 10.0, 30.0, policy,
@@ -42,15 +44,11 @@ def test_summary_is_median_min_max_of_the_runs() -> None:
 
 
 @pytest.mark.slow
-def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
-    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
-    app = typer.Typer()
-    register(app)
+@pytest.mark.usefixtures("own_stack")
+def test_one_cell_live_with_the_simulator_beside(tmp_path: Path) -> None:
     png = tmp_path / "live.png"
-    res = CliRunner().invoke(app, ["bench", "live", "--json", "--models", "ee-audio", "--policies", "orloj,edf",
-                                   "--loads", "0.3", "--deadlines", "100", "--repeats", "1", "--duration", "1",
-                                   "--plot", str(png)])
+    res = bench_command("live")("--json", "--models", "ee-audio", "--policies", "orloj,edf", "--loads", "0.3",
+                                "--deadlines", "100", "--repeats", "1", "--duration", "1", "--plot", str(png))
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["capacity_rps"]["ee-audio"]["100"] > 100 and "100" in out["capacity_clamped"]["ee-audio"]
@@ -66,15 +64,11 @@ def test_one_cell_live_with_the_simulator_beside(tmp_path: Path, monkeypatch: py
 
 
 @pytest.mark.slow
-def test_a_given_capacity_skips_the_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ADASERVE_REDIS_URL", raising=False)
-    monkeypatch.setenv("ADASERVE_DATA_DIR", str(tmp_path / "data"))
-    app = typer.Typer()
-    register(app)
-    res = CliRunner().invoke(app, ["bench", "live", "--json", "--models", "ee-audio", "--policies", "edf",
-                                   "--loads", "0.5", "--deadlines", "100", "--repeats", "1", "--duration", "1",
-                                   "--capacity", "400", "--calibrations", str(tmp_path / "cal"),
-                                   "--plot", str(tmp_path / "live.png")])
+@pytest.mark.usefixtures("own_stack")
+def test_a_given_capacity_skips_the_search(tmp_path: Path) -> None:
+    res = bench_command("live")("--json", "--models", "ee-audio", "--policies", "edf", "--loads", "0.5",
+                                "--deadlines", "100", "--repeats", "1", "--duration", "1", "--capacity", "400",
+                                "--calibrations", str(tmp_path / "cal"), "--plot", str(tmp_path / "live.png"))
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["capacity_rps"] == {"ee-audio": {"100": 400.0}}
