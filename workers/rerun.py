@@ -75,7 +75,7 @@ def inputs_alone(item: AnyItem, runner: Runner) -> dict[str, np.ndarray]:
 def record(r: redis.Redis[bytes], namespace: str, model: str, app: str, seconds: float) -> None:
     key = Keys(namespace).orloj_samples(model)
     with r.pipeline(transaction=False) as p:
-        p.rpush(key, json.dumps({"app": app, "exec_s": seconds}))
+        p.rpush(key, json.dumps({"app": app, "exec_s": seconds, "at": time.time()}))
         p.ltrim(key, -ORLOJ_SAMPLES_CAP, -1)
         p.execute()
 

@@ -6,7 +6,8 @@ since the last round (at most ``read_count`` entries, newest first, because a re
 batch still in the pool's stream), samples completed requests of the models whose policy takes
 samples (``add_sample``: ORLOJ) until it has ``per_tick`` of them, so a busy round decodes a few
 dozen events rather than thousands, enqueues their re-runs on the profiling queue in one round
-trip, and drains the measured times into the schedulers.
+trip, and hands the schedulers the measured times recorded since its last round (the rq jobs' and
+the workers' idle re-runs'; the first round, the newest ``drain_limit`` of them).
 
 ``mode`` decides the enqueueing. ``auto`` (the planner's default) enqueues only while an rq
 worker serves the profiling queue (``adaserve profiler``): without one the jobs would only pile up
@@ -31,7 +32,7 @@ from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
 from adaserve.broker.streams import Entry
 from adaserve.planner.core import Scheduler
-from adaserve.planner.orloj.profiler import Rerun, drain_samples, enqueue_reruns, latest_id, sample_entries
+from adaserve.planner.orloj.profiler import Rerun, enqueue_reruns, latest_id, read_samples, sample_entries
 
 if TYPE_CHECKING:
     from rq import Queue
@@ -78,6 +79,7 @@ class OnlineFeedback:
         self.keys = Keys(settings.namespace)
         self.stats = FeedStats()
         self._cursor: str | None = None  # None: start from the newest entry
+        self._read_to: dict[str, bytes | None] = {}  # model -> the newest sample entry taken
         self._next = float("-inf")
         self._probe_at = float("-inf")
         self._worker = False
@@ -101,7 +103,9 @@ class OnlineFeedback:
             else:
                 self._cursor = None  # nothing to sample for: no backlog to read later either
             for model, sched in takers.items():
-                for app, seconds in drain_samples(self.r, self.settings, model, limit=self.drain_limit):
+                got, self._read_to[model] = read_samples(self.r, self.settings, model, after=self._read_to.get(model),
+                                                         limit=self.drain_limit)
+                for app, seconds in got:
                     sched.add_sample(app, seconds)
                     self.stats.drained += 1
         except redis.RedisError as exc:

@@ -21,14 +21,15 @@ from adaserve.broker.keys import Keys
 from adaserve.broker.settings import Settings
 from adaserve.broker.streams import Entry, events, last_id, read
 
-__all__ = ["Rerun", "drain_samples", "enqueue_reruns", "latest_id", "sample_entries", "sample_finished", "samples_key"]
+__all__ = ["Rerun", "enqueue_reruns", "latest_id", "read_samples", "sample_entries", "sample_finished", "samples_key"]
 
 # By name: the job loads a model runtime, so it lives on the worker side (workers/rerun.py).
 RERUN_FUNC = "adaserve.workers.rerun.rerun"
 
 
 def samples_key(namespace: str, model: str) -> str:
-    """Redis list of measured times alone for ``model`` (JSON ``{"app", "exec_s"}`` items)."""
+    """Redis list of measured times alone for ``model`` (JSON ``{"app", "exec_s", "at"}`` items,
+    ``at`` the wall-clock seconds of the measurement)."""
     return Keys(namespace).orloj_samples(model)
 
 
@@ -93,18 +94,27 @@ def enqueue_reruns(r: redis.Redis[bytes], settings: Settings, reruns: list[Rerun
     return [job.id for job in queue.enqueue_many(datas)]
 
 
-def drain_samples(r: redis.Redis[bytes], settings: Settings, model: str, *, limit: int = 1000) -> list[tuple[str, float]]:
-    """Take up to ``limit`` measured ``(app, seconds)`` pairs for ``model`` off its list."""
-    key = samples_key(settings.namespace, model)
-    with r.pipeline(transaction=True) as p:
-        p.lrange(key, 0, limit - 1)
-        p.ltrim(key, limit, -1)
-        raw, _ = p.execute()
+def read_samples(r: redis.Redis[bytes], settings: Settings, model: str, *, after: bytes | None = None,
+                 limit: int = 1000) -> tuple[list[tuple[str, float]], bytes | None]:
+    """The measured ``(app, seconds)`` pairs for ``model`` appended after the entry ``after`` (the
+    newest one a previous read returned; None, or gone from the newest ``limit``: all of those),
+    oldest first; and the newest entry now, to pass as ``after`` next time. The list is left as it
+    is: a restarted planner starts from the newest samples instead of an empty list, and several
+    planners each learn from all of them. Writers append and trim it (``ORLOJ_SAMPLES_CAP``), so
+    an entry is found by its bytes, which carry the time it was measured: workers' clocks need not
+    agree."""
+    raw = r.lrange(samples_key(settings.namespace, model), -limit, -1)
+    start = 0
+    if after is not None:
+        for i in range(len(raw) - 1, -1, -1):
+            if raw[i] == after:
+                start = i + 1
+                break
     out: list[tuple[str, float]] = []
-    for item in raw:
+    for item in raw[start:]:
         try:
             d = json.loads(item)
             out.append((str(d["app"]), float(d["exec_s"])))
         except (ValueError, KeyError, TypeError):
             continue
-    return out
+    return out, (raw[-1] if raw else after)

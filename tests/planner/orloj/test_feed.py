@@ -99,6 +99,16 @@ def test_auto_reruns_only_while_a_profiler_worker_lives_and_feeds_orloj(
     before = len(orloj.dists)  # type: ignore[attr-defined]
     round_()
     assert feed.stats.drained == 3 and len(orloj.dists) == before + 3  # type: ignore[attr-defined]
+    round_()
+    assert feed.stats.drained == 3  # each sample is taken once
+
+    # a planner started again (a new feed, a new scheduler) starts from the samples already measured
+    again = make_scheduler("orloj", model=MODEL)
+    fresh = OnlineFeedback(r, settings, mode="off", clock=clock)
+    assert not fresh.tick({MODEL: again})  # off: not even the samples
+    restarted = OnlineFeedback(r, settings, rate=1.0, period_s=1.0, probe_s=0.0, clock=clock, rng=random.Random(0))
+    assert restarted.tick({MODEL: again})
+    assert restarted.stats.drained == 3 and len(again.dists) == len(orloj.dists)  # type: ignore[attr-defined]
 
 
 def test_on_mode_caps_the_queue_and_per_round(r: redis.Redis[bytes], settings: Settings, rq_clean: None) -> None:

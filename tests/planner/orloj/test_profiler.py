@@ -16,7 +16,7 @@ from adaserve.broker.keys import Keys
 from adaserve.broker.messages import Batch, BatchItem, Placement, Plan
 from adaserve.broker.streams import publish
 from adaserve.broker.tensors import Tensor
-from adaserve.planner.orloj.profiler import Rerun, drain_samples, enqueue_reruns, sample_finished, samples_key
+from adaserve.planner.orloj.profiler import Rerun, enqueue_reruns, read_samples, sample_finished, samples_key
 from adaserve.workers.rerun import find_item, record
 from adaserve.workers.runtime.base import RunOutput
 
@@ -87,11 +87,12 @@ def test_reruns_are_json_rq_jobs_that_record_the_time_alone(
     job = queue.fetch_job(ids[0])
     assert job is not None and job.is_finished and job.return_value() == pytest.approx(0.0123)
     assert seen[0].shape == (1, 4)  # the request alone: a batch of one
-    assert drain_samples(r, settings, "m") == [("app0", pytest.approx(0.0123))]
-    assert drain_samples(r, settings, "m") == []
+    got, last = read_samples(r, settings, "m")
+    assert got == [("app0", pytest.approx(0.0123))]
+    assert read_samples(r, settings, "m", after=last) == ([], last)
 
 
-def test_find_item_and_drain(r: redis.Redis[bytes], settings: Settings) -> None:
+def test_find_item_and_read(r: redis.Redis[bytes], settings: Settings) -> None:
     sec, usec = r.time()
     now_ms = sec * 1000.0 + usec / 1000.0
     publish(r, Keys(settings.namespace).batches("cpu"), _batch("b9", now_ms))
@@ -100,7 +101,15 @@ def test_find_item_and_drain(r: redis.Redis[bytes], settings: Settings) -> None:
     assert find_item(r, settings.namespace, "cpu", "gone", "r0", now_ms + 10) is None
     for i in range(5):
         record(r, settings.namespace, "m", "a", 0.01 * (i + 1))
-    r.rpush(samples_key(settings.namespace, "m"), b"{broken")
-    got = drain_samples(r, settings, "m", limit=3)
-    assert [s for _, s in got] == pytest.approx([0.01, 0.02, 0.03])
-    assert [s for _, s in drain_samples(r, settings, "m")] == pytest.approx([0.04, 0.05])
+    r.rpush(samples_key(settings.namespace, "m"), b"{broken", b"[1]")
+    got, last = read_samples(r, settings, "m", limit=5)  # the newest five entries, two of them not samples
+    assert [s for _, s in got] == pytest.approx([0.03, 0.04, 0.05])
+    record(r, settings.namespace, "m", "b", 0.06)
+    got, newest = read_samples(r, settings, "m", after=last)
+    assert got == [("b", pytest.approx(0.06))]
+    # the list stays: a planner started now, or a second planner, reads it all again
+    assert [s for _, s in read_samples(r, settings, "m")[0]] == pytest.approx([0.01, 0.02, 0.03, 0.04, 0.05, 0.06])
+    # an entry trimmed away since (more than ``limit`` came after it): the newest ``limit``
+    for i in range(4):
+        record(r, settings.namespace, "m", "c", 0.1 * (i + 1))
+    assert [s for _, s in read_samples(r, settings, "m", after=newest, limit=2)[0]] == pytest.approx([0.3, 0.4])
