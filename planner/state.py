@@ -48,29 +48,23 @@ class Ewma:
         return floor + excess * float(0.5 ** (max(now - self.at, 0.0) / half_life))
 
 
-@dataclass
 class BatchLength:
     """How long a pool's batches run (ms), each weighted by its own length: recent means of ``t``
     and ``t**2``, and their ratio. A batch sent now waits mostly behind long batches, since a
     short one is soon over. With ee-lm-xs's apps of 4 and 32 tokens, five short batches of
     4 ms to each long one of 25 ms average 7.5 ms by count and 15.7 ms by time."""
 
-    alpha: float = 0.1
-    t: float = 0.0
-    t2: float = 0.0
-    n: int = 0
+    def __init__(self, alpha: float = 0.1) -> None:
+        self.t, self.t2 = Ewma(alpha), Ewma(alpha)
 
     def add(self, ms: float) -> None:
-        if not ms >= 0:
-            return
-        a = 1.0 if self.n == 0 else self.alpha
-        self.t += a * (ms - self.t)
-        self.t2 += a * (ms * ms - self.t2)
-        self.n += 1
+        if ms >= 0:
+            self.t.add(ms)
+            self.t2.add(ms * ms)
 
     @property
     def value(self) -> float | None:
-        return self.t2 / self.t if self.n and self.t > 0 else None
+        return self.t2.value / self.t.value if self.t.n and self.t.value > 0 else None
 
 
 WAIT_HALF_LIFE_MS = 100.0  # a busy pool's mean wait, unconfirmed for this long, counts half as much

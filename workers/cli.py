@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from adaserve.workers.config import DEFAULT_SLOTS
+from adaserve.workers.config import DEFAULT_RERUN_BUDGET, DEFAULT_SLOTS
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +30,7 @@ def worker(
     memory_mb: int = typer.Option(0, "--memory-mb", min=0, help="Memory budget in MiB for model weights and KV cache, "
                                                                  "advertised to planners (HELIOS sizes batches by it; "
                                                                  "0: ADASERVE_WORKER_MEMORY_MB, else none)."),
-    rerun_budget: float = typer.Option(0.02, "--rerun-budget", min=0.0, max=0.5,
+    rerun_budget: float = typer.Option(DEFAULT_RERUN_BUDGET, "--rerun-budget", min=0.0, max=0.5,
                                        help="Share of the worker's time spent, while it has no batch, re-running "
                                             "served requests alone for ORLOJ's per-application execution times "
                                             "(0: off)."),

@@ -20,6 +20,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 # than four in 11 of 12 overloaded pairs (docs/orloj.md, "Ninth session"). A worker of long batches
 # (a language model) is sent fewer than its slots by the planner (``planner.pools.slot_limit``).
 DEFAULT_SLOTS = 8
+# Share of a worker's time for re-running served requests alone while it idles (``idle_reruns``).
+DEFAULT_RERUN_BUDGET = 0.02
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class WorkerConfig:
     memory_mb: int | None = None  # budget for weights + KV cache, advertised to planners
     # share of the worker's time for re-running served requests alone while idle (ORLOJ's
     # per-application distributions, ``idle_reruns``); 0 turns them off
-    rerun_budget: float = 0.02
+    rerun_budget: float = DEFAULT_RERUN_BUDGET
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.pool):

@@ -8,7 +8,7 @@ on a 2-core host, for at most nine samples (docs/orloj.md, twenty-eighth session
 does it too: it keeps the newest request of each application it served, and when its queue is
 empty it runs one of them alone on the runner it already holds, the applications in turn, so that a
 rare one is measured as often as a common one. The time joins the per-model list the planner
-drains into ORLOJ (``planner/orloj/feed.py``).
+reads into ORLOJ (``planner/orloj/feed.py``).
 
 A batch that arrives during a re-run waits for it, so re-runs are bounded: at most ``budget`` of
 the worker's time (a bucket that refills at that rate and holds at most ``burst_s``), one per
