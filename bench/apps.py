@@ -20,11 +20,13 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adaserve.bench.apps_losses import batch_mix, events_since, lost, summed
 from adaserve.bench.live import REQUESTS_PER_JOB, LiveStack, warm_up
 from adaserve.broker.settings import settings_env
 
@@ -82,7 +84,10 @@ class AppsStack(LiveStack):
 
 
 def run_apps(stack: AppsStack, apps: list[App], seed: int, duration_s: float, tag: str) -> dict[str, Any]:
-    """One run: every app's producer at once; the share of all requests finished on time, and each app's."""
+    """One run: every app's producer at once; the share of all requests finished on time, and
+    each app's, what became of the rest (``lost``), and how the batches mixed the apps
+    (``batch_mix``)."""
+    since = int(time.time() * 1000) - 1000
     env = {**os.environ, **settings_env(stack.settings)}
     procs = [subprocess.Popen(
         [sys.executable, "-m", "adaserve", "produce", "--model", stack.model, "--app", a.name,
@@ -98,18 +103,30 @@ def run_apps(stack: AppsStack, apps: list[App], seed: int, duration_s: float, ta
         got[a.name] = json.loads(out.decode().strip().splitlines()[-1])
     submitted = sum(s["submitted"] for s in got.values())
     met = sum(s["finish_rate"] * s["submitted"] for s in got.values())
+    time.sleep(0.3)  # the last batches' events
     return {"finish_rate": met / submitted if submitted else 0.0,
             "apps": {n: s["finish_rate"] for n, s in got.items()},
-            "unfinished": sum(s["unfinished"] for s in got.values())}
+            "unfinished": sum(s["unfinished"] for s in got.values()),
+            "lost": {n: lost(s) for n, s in got.items()},
+            "mix": batch_mix(events_since(stack.settings, since), {f"{tag}-{a.name}": a.name for a in apps},
+                             {a.name: a.deadline_ms for a in apps})}
 
 
 def summarise(queue_ms: float, policy: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cell: the medians and spread of its runs, and their ``lost`` and ``mix`` counts summed."""
     fr = [r["finish_rate"] for r in runs]
     names = list(runs[0]["apps"]) if runs else []
-    return {"queue_ms": queue_ms, "policy": policy, "finish_rate": round(statistics.median(fr), 4),
-            "min": round(min(fr), 4), "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
-            "apps": {n: round(statistics.median(r["apps"][n] for r in runs), 4) for n in names},
-            "unfinished": sum(r["unfinished"] for r in runs)}
+    out: dict[str, Any] = {
+        "queue_ms": queue_ms, "policy": policy, "finish_rate": round(statistics.median(fr), 4),
+        "min": round(min(fr), 4), "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
+        "apps": {n: round(statistics.median(r["apps"][n] for r in runs), 4) for n in names},
+        "unfinished": sum(r["unfinished"] for r in runs)}
+    if runs and all("lost" in r and "mix" in r for r in runs):
+        out["lost"] = {n: summed(r["lost"][n] for r in runs) for n in names}
+        out["mix"] = {"batches": sum(r["mix"]["batches"] for r in runs),
+                      "mixed_batches": sum(r["mix"]["mixed_batches"] for r in runs),
+                      "apps": {n: summed(r["mix"]["apps"][n] for r in runs) for n in names}}
+    return out
 
 
 def paired(cells: list[dict[str, Any]], policy: str = "orloj", against: str = "edf") -> dict[str, Any]:

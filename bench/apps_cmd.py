@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from adaserve.bench import apps as apps_bench
+from adaserve.bench.apps_losses import explain
 from adaserve.bench.live_cmd import _csv
 
 DEFAULT_PLOT = Path("adaserve-apps-finish-rate.png")
@@ -85,4 +86,6 @@ def register(bench_app: typer.Typer) -> None:
             per_app = ", ".join(f"{n} {v:.3f}" for n, v in c["apps"].items())
             err.print(f"--queue-ms {c['queue_ms']:>5g} {c['policy']:>9}: {c['finish_rate']:.3f} "
                       f"[{c['min']:.3f}, {c['max']:.3f}]  ({per_app})")
+            for line in explain(c):
+                err.print(f"    {line}", soft_wrap=True)
         err.print(f"plot {path}")
