@@ -66,14 +66,37 @@ def _meter(stack: Any, r: Any) -> CpuMeter:
     return CpuMeter(pids, r)
 
 
-def _latency(client: Any, make: Any, n: int) -> list[float]:
-    out = []
+def _latency(client: Any, make: Any, n: int) -> tuple[list[float], list[tuple[float, ...]]]:
+    """``n`` jobs one after another: each one's ms from submission to its last result, and the
+    wall-clock moments (ms) of its way, for ``hops``: sent, dispatched, started, finished, replied."""
+    out: list[float] = []
+    ways: list[tuple[float, ...]] = []
     for _ in range(n):
-        t = time.perf_counter()
-        res = client.submit(make()).result(30)
+        job = make()
+        t, wall = time.perf_counter(), time.time() * 1000
+        res = client.submit(job).result(30)
+        took, replied = (time.perf_counter() - t) * 1000, time.time() * 1000
         if res.completed:
-            out.append((time.perf_counter() - t) * 1000)
-    return out
+            out.append(took)
+            tm = res.results[0].timings  # after the clock stopped: building results costs
+            if tm.dispatched_ms is not None and tm.started_ms is not None:
+                ways.append((wall, tm.dispatched_ms, tm.started_ms, tm.finished_ms, replied))
+    return out, ways
+
+
+HOPS = ("to_planner", "to_worker", "in_worker", "to_client")
+
+
+def hops(ways: list[tuple[float, ...]]) -> dict[str, float]:
+    """The median ms of each part of one job's way at low load: from the client's submit to the
+    planner's dispatch (the XADD, the planner's read, admission and step), to the worker's start
+    (the batch's transfer, its read and decode), inside the worker (inputs gathered, the model, the
+    outputs), and back to the client (the finaliser, the reply's read). The clocks are the
+    server's (planner, worker) and this process's: one machine's, as the bench's own server is."""
+    if not ways:
+        return {}
+    a = np.asarray(ways, dtype=float)
+    return {name: round(float(np.median(a[:, i + 1] - a[:, i])), 3) for i, name in enumerate(HOPS)}
 
 
 def overhead(
@@ -141,7 +164,7 @@ def overhead(
                 bar.advance(task)
             load1 = os.getloadavg()[0]
             memory = meter.memory()
-            piped_lat = _latency(client, make, 50)
+            piped_lat, ways = _latency(client, make, 50)
             client.close()
             r.close()
     a, b = statistics.median(direct_rps), statistics.median(piped_rps)
@@ -153,6 +176,8 @@ def overhead(
         "direct_batch_p50_ms": float(np.percentile(direct_lat, 50)),
         "pipeline_batch_p50_ms": float(np.percentile(piped_lat, 50)) if piped_lat else None,
         "added_p50_ms": float(np.percentile(piped_lat, 50) - np.percentile(direct_lat, 50)) if piped_lat else None,
+        # where one job's time goes when it is alone in the pipeline (``hops``)
+        "latency_hops_p50_ms": hops(ways),
         **_costs(meter, completed, statistics.median(model_cpu)),
         # after the rounds; the jobs' 60 s deadlines outlive the run, so a process that keeps
         # jobs it has finished with shows here (docs/overhead.md, seventeenth round)
@@ -166,6 +191,9 @@ def overhead(
         return
     print(f"{model} batch {batch}: direct {a:.0f} req/s, pipeline {b:.0f} req/s, ratio {out['throughput_ratio']:.3f}; "
           f"added p50 {out['added_p50_ms']:.2f} ms per batch")
+    if out["latency_hops_p50_ms"]:
+        print("one job alone, ms at the median: " + ", ".join(f"{k.replace('_', ' ')} {v:.2f}"
+                                                                for k, v in out["latency_hops_p50_ms"].items()))
     cost = out["cpu_us_per_request"]
     print("CPU µs per completed request: " + ", ".join(f"{k} {v:.1f}" for k, v in cost.items())
           + f"; Redis commands per request {out['redis_commands_per_request']:.3f}")

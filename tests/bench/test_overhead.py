@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from adaserve.bench.overhead import HOPS, hops
+
 from .conftest import bench_command
 
 _invoke = bench_command("overhead")
@@ -32,6 +34,16 @@ def test_a_short_run_reports_each_process_cost_and_the_machine_load(
     for name in ("planner", "worker", "producer"):
         mem = out["memory"][name]
         assert 0 < mem["rss_mb"] <= mem["peak_rss_mb"], name
+    # one job alone: each part of its way took time, and the parts make up about the whole
+    way = out["latency_hops_p50_ms"]
+    assert list(way) == list(HOPS) and all(v > 0 for v in way.values())
+    assert 0.5 * out["pipeline_batch_p50_ms"] < sum(way.values()) < 2.0 * out["pipeline_batch_p50_ms"]
+
+
+def test_a_jobs_way_is_split_at_each_stamp() -> None:
+    ways = [(0.0, 2.0, 3.5, 4.5, 6.0), (10.0, 13.0, 14.0, 16.0, 17.0), (20.0, 22.5, 24.0, 25.0, 26.5)]
+    assert hops(ways) == {"to_planner": 2.5, "to_worker": 1.5, "in_worker": 1.0, "to_client": 1.5}
+    assert hops([]) == {}
 
 
 def test_hotpaths_times_every_piece_on_a_real_job() -> None:
