@@ -72,9 +72,8 @@ def _latency(client: Any, make: Any, n: int) -> tuple[list[float], list[tuple[fl
     out: list[float] = []
     ways: list[tuple[float, ...]] = []
     for _ in range(n):
-        job = make()
         t, wall = time.perf_counter(), time.time() * 1000
-        res = client.submit(job).result(30)
+        res = client.submit(make()).result(30)  # building the job counts, as it always has here
         took, replied = (time.perf_counter() - t) * 1000, time.time() * 1000
         if res.completed:
             out.append(took)
@@ -89,7 +88,7 @@ HOPS = ("to_planner", "to_worker", "in_worker", "to_client")
 
 def hops(ways: list[tuple[float, ...]]) -> dict[str, float]:
     """The median ms of each part of one job's way at low load: from the client's submit to the
-    planner's dispatch (the XADD, the planner's read, admission and step), to the worker's start
+    planner's dispatch (building the job, the XADD, the planner's read, admission and step), to the worker's start
     (the batch's transfer, its read and decode), inside the worker (inputs gathered, the model, the
     outputs), and back to the client (the finaliser, the reply's read). The clocks are the
     server's (planner, worker) and this process's: one machine's, as the bench's own server is."""
