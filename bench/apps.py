@@ -9,7 +9,7 @@ are the planner's ``--queue-ms`` (``pools.slot_limit``), which decides whether b
 the planner or the worker's slots take each job as it comes.
 
 One stack (an embedded server, one CPU worker, a planner), the planner restarted for each
-setting and policy and warmed up; in each repeat every setting and policy gets the same arrivals
+setting and policy and warmed up by the apps at half their rates; in each repeat every setting and policy gets the same arrivals
 and inputs, and they take turns, so a slow spell of the machine falls on all of them.
 """
 
@@ -36,6 +36,7 @@ DEFAULT_MODEL = "ee-lm-xs"
 DEFAULT_APPS = "short:4:60:150,long:32:250:20"
 MAX_APPS = 8
 WARM_JOBS_PER_S = 20.0
+WARM_S, WARM_SHARE = 5.0, 0.5  # the apps' own warm-up: seconds, and the share of their rates
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,29 @@ class AppsStack(LiveStack):
         args = super()._planner_args()
         return args if self.queue_ms is None else [*args, "--queue-ms", f"{self.queue_ms:g}"]
 
-    def set_planner(self, policy: str, queue_ms: float) -> None:
+    def set_planner(self, policy: str, queue_ms: float, apps: list[App]) -> None:
+        """A new planner running ``policy``, warmed up by the apps themselves at a fraction of
+        their rates: what a policy learns of the apps (their costs, ORLOJ's groups) is what a
+        planner that has served them knows, not the first seconds' guesses."""
         self.queue_ms = queue_ms
         self.restart_planner(policy)
-        warm_up(self, self.model, WARM_JOBS_PER_S, seconds=3.0)
+        warm_up(self, self.model, WARM_JOBS_PER_S, seconds=1.0)  # imports, caches
+        warm = [App(a.name, a.max_new_tokens, a.deadline_ms, a.jobs_per_s * WARM_SHARE) for a in apps]
+        for a, p in zip(warm, _producers(self, warm, 4321, WARM_S, "warm")):
+            _, err = p.communicate()
+            if p.returncode != 0:
+                raise RuntimeError(f"the warm-up producer of app {a.name} failed: {err.decode(errors='replace')[-500:]}")
+
+
+def _producers(stack: AppsStack, apps: list[App], seed: int, duration_s: float, tag: str) -> list[subprocess.Popen[bytes]]:
+    """Every app's ``adaserve produce`` at once, each printing its JSON summary."""
+    env = {**os.environ, **settings_env(stack.settings)}
+    return [subprocess.Popen(
+        [sys.executable, "-m", "adaserve", "produce", "--model", stack.model, "--app", a.name,
+         "--max-new-tokens", str(a.max_new_tokens), "--deadline-ms", f"{a.deadline_ms:g}",
+         "--rate", f"{a.jobs_per_s:g}", "--duration", f"{duration_s:g}", "-k", str(REQUESTS_PER_JOB),
+         "--seed", str(seed + 1000 * i), "--run", f"{tag}-{a.name}", "--grace", "3", "--json", "--no-progress"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i, a in enumerate(apps)]
 
 
 def run_apps(stack: AppsStack, apps: list[App], seed: int, duration_s: float, tag: str) -> dict[str, Any]:
@@ -88,13 +108,7 @@ def run_apps(stack: AppsStack, apps: list[App], seed: int, duration_s: float, ta
     each app's, what became of the rest (``lost``), and how the batches mixed the apps
     (``batch_mix``)."""
     since = int(time.time() * 1000) - 1000
-    env = {**os.environ, **settings_env(stack.settings)}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "adaserve", "produce", "--model", stack.model, "--app", a.name,
-         "--max-new-tokens", str(a.max_new_tokens), "--deadline-ms", f"{a.deadline_ms:g}",
-         "--rate", f"{a.jobs_per_s:g}", "--duration", f"{duration_s:g}", "-k", str(REQUESTS_PER_JOB),
-         "--seed", str(seed + 1000 * i), "--run", f"{tag}-{a.name}", "--grace", "3", "--json", "--no-progress"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i, a in enumerate(apps)]
+    procs = _producers(stack, apps, seed, duration_s, tag)
     got: dict[str, dict[str, Any]] = {}
     for a, p in zip(apps, procs):
         out, err = p.communicate()
@@ -150,7 +164,7 @@ def bench(stack: AppsStack, apps: list[App], policies: list[str], queues: list[f
         for q in queues:
             for policy in policies:
                 tick(f"--queue-ms {q:g}, {policy} #{seed}")
-                stack.set_planner(policy, q)
+                stack.set_planner(policy, q, apps)
                 runs.setdefault((q, policy), []).append(run_apps(stack, apps, seed, duration_s,
                                                                  f"apps-{seed}-{q:g}-{policy}"))
     return [summarise(q, p, runs[(q, p)]) for q in queues for p in policies]

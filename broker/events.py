@@ -250,6 +250,17 @@ class PlannerReplanned(_Ev):
     after_accuracy: float | None = None
 
 
+class OrlojGrouped(_Ev):
+    """ORLOJ's apps of ``model`` were grouped anew (planner/orloj/groups.py): each group, apps
+    joined by ``+``, is batched apart from the others; none: every app shares batches again.
+    ``costs``: each app's batches, run against the shared estimate for their size (medians)."""
+
+    event: Literal["orloj.grouped"] = "orloj.grouped"
+    model: str = ""
+    groups: list[str] = Field(default_factory=list, max_length=64)
+    costs: dict[str, float] = Field(default_factory=dict, max_length=64)
+
+
 class HeardSpan(BaseModel):
     """The batches that finished in one span (from ``at_ms``, server clock): how many the planner
     read of, and the quantiles (0, 25, 50, 75, 100 %) of how long after finishing, in ms."""
@@ -371,7 +382,7 @@ class HeliosDroppedBack(_HeliosDecision):
 
 Event = Annotated[
     JobAccepted | JobRejected | JobExpired | JobCompleted | JobPlanned | BatchDispatched | BatchFinished
-    | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | PlannerState | ModelSwitched
+    | BatchDeadLettered | WorkerHeartbeat | WorkerStopped | PlannerReplanned | OrlojGrouped | PlannerState | ModelSwitched
     | HeliosEvaluated | HeliosLoadedMore | HeliosSwitched | HeliosDroppedBack | PlacementFinished | PlacementState,
     Field(discriminator="event"),
 ]
@@ -379,7 +390,7 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENT_TYPES: tuple[str, ...] = (
     "job.accepted", "job.rejected", "job.expired", "job.completed", "job.planned",
     "batch.dispatched", "batch.finished", "batch.deadlettered", "worker.heartbeat",
-    "worker.stopped", "planner.replanned", "planner.state", "model.switched",
+    "worker.stopped", "planner.replanned", "orloj.grouped", "planner.state", "model.switched",
     "helios.evaluated", "helios.loaded_more", "helios.switched", "helios.dropped_back", "placement.finished",
     "placement.state",
 )

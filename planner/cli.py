@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from adaserve.planner.config import DEFAULT_QUEUE_MS
+from adaserve.planner.config import DEFAULT_APP_RATIO, DEFAULT_QUEUE_MS
 from adaserve.planner.sim import cli as sim_cli
 
 
@@ -33,6 +33,10 @@ def planner(
         help="Work, in ms of the pool's recent batches, the planner queues at each worker beyond the batch it "
              "runs; a pool of long batches (a language model) then holds fewer than its slots, and requests "
              "wait at the planner, where they can join larger batches. 0: every slot."),
+    app_ratio: float = typer.Option(
+        DEFAULT_APP_RATIO, min=0.0, max=1000.0, envvar="ADASERVE_APP_RATIO",
+        help="ORLOJ: apps whose requests cost more than this many times each other's (measured from their "
+             "batches) are batched apart, each group with its own queues; 0: all apps share batches."),
     allow_non_finite: list[str] | None = typer.Option(
         None, "--allow-non-finite", metavar="MODEL",
         help="Admit float inputs holding NaN or ±Inf for MODEL (rejected as non_finite otherwise); adds to "
@@ -60,7 +64,7 @@ def planner(
         config = PlannerConfig(policy=policy, max_batch=max_batch, name=name, split=tuple(split or ()),
                                modality=modality, online_feedback=online_feedback, admission=admission,
                                max_queue=max_queue, queue_ms=queue_ms, placement=placement, heft_profile=heft_profile,
-                               pool_kind=tuple(pool_kind or ()))
+                               pool_kind=tuple(pool_kind or ()), app_ratio=app_ratio)
         limits = load_limits()
         if allow_non_finite:
             limits = load_limits(allow_non_finite=(*limits.allow_non_finite, *allow_non_finite))

@@ -19,6 +19,9 @@ PLACEMENTS = ("static", "heft")
 # 32 (ee-audio's, fsdd-cnn's), so their workers keep every slot; a language model's 20-30 ms
 # batches get two or three.
 DEFAULT_QUEUE_MS = 25.0
+# ORLOJ batches apart the apps whose requests cost more than this many times each other's
+# (planner/orloj/groups.py); 0: every app in one batch (the paper's Sec. 4.3).
+DEFAULT_APP_RATIO = 3.0
 SchedulerFactory = Callable[[str, "Profile | None"], Scheduler]
 
 
@@ -47,6 +50,7 @@ class PlannerConfig:
     placement: str = "static"
     heft_profile: str = ""
     pool_kind: tuple[str, ...] = ()
+    app_ratio: float = DEFAULT_APP_RATIO
 
     def __post_init__(self) -> None:
         # Imported here: the policy modules pull in the schedulers, which a config need not load.
@@ -69,6 +73,8 @@ class PlannerConfig:
             raise ConfigError(f"max_queue must be >= 0 (0: no bound), got {self.max_queue}")
         if not 0.0 <= self.queue_ms <= 10_000.0:
             raise ConfigError(f"queue_ms must be within 0..10000 (0: every slot), got {self.queue_ms}")
+        if not (self.app_ratio == 0.0 or 1.0 < self.app_ratio <= 1000.0):
+            raise ConfigError(f"app_ratio must be 0 (off) or within 1..1000 (above 1), got {self.app_ratio}")
         parse_splits(tuple(self.split))  # a bad --split stops the planner here, with a clear error
         if self.placement not in PLACEMENTS:
             raise ConfigError(f"unknown placement {self.placement!r}; choose one of {', '.join(PLACEMENTS)}")
@@ -83,10 +89,10 @@ class PlannerConfig:
 
 
 def default_factory(policy: str, modality: str = "optimized", settings: Settings | None = None, *,
-                    max_batch: int = 32) -> SchedulerFactory:
+                    max_batch: int = 32, app_ratio: float = DEFAULT_APP_RATIO) -> SchedulerFactory:
     """Schedulers by model: MOSEL (``modality`` policy) for a model whose profile has modality
     subsets (the stored one, else a profile file, see ``serving_profile``), ``policy`` otherwise,
-    with the batch sizes the planner's ``max_batch`` allows."""
+    with the batch sizes the planner's ``max_batch`` allows and ORLOJ's ``app_ratio``."""
     from adaserve.planner.mosel.shell import make_modality_scheduler
     from adaserve.planner.policies import POLICIES, make_scheduler, serving_options
 
@@ -98,6 +104,6 @@ def default_factory(policy: str, modality: str = "optimized", settings: Settings
             sched = make_modality_scheduler(model, profile, modality, settings)
             if sched is not None:
                 return sched
-        return make_scheduler(policy, model=model, profile=profile, **serving_options(policy, max_batch))
+        return make_scheduler(policy, model=model, profile=profile, **serving_options(policy, max_batch, app_ratio))
 
     return make

@@ -26,12 +26,17 @@ _ORLOJ_DIST = ("window", "reset_s", "nbins", "min_samples")
 
 
 def _orloj(prior: Prior, opts: dict[str, Any]) -> Scheduler:
-    from adaserve.planner.orloj import BatchLatencyFit, ExecDistributions, OrlojScheduler
+    from adaserve.planner.orloj import AppGroups, BatchLatencyFit, ExecDistributions, OrlojScheduler
 
     dist_kw = {k: opts.pop(k) for k in _ORLOJ_DIST if k in opts}
-    dists = ExecDistributions.from_histogram(prior.edges_s, prior.counts, **dist_kw)
-    fit = BatchLatencyFit(prior.c0, max(prior.c1, 1e-4))
-    return OrlojScheduler(distributions=dists, latency=fit, **opts)
+    ratio = opts.pop("app_ratio", None)
+    model = opts.pop("model", "")
+
+    def make() -> OrlojScheduler:
+        dists = ExecDistributions.from_histogram(prior.edges_s, prior.counts, **dist_kw)
+        fit = BatchLatencyFit(prior.c0, max(prior.c1, 1e-4))
+        return OrlojScheduler(distributions=dists, latency=fit, **opts)
+    return make() if ratio is None else AppGroups(make, ratio=ratio, model=model)
 
 
 def _fifo(prior: Prior, opts: dict[str, Any]) -> Scheduler:
@@ -84,11 +89,18 @@ def orloj_sizes(max_batch: int) -> tuple[int, ...]:
         (max_batch,) if max_batch > 16 and max_batch % 4 else ())
 
 
-def serving_options(policy: str, max_batch: int) -> dict[str, Any]:
+def serving_options(policy: str, max_batch: int, app_ratio: float = 3.0) -> dict[str, Any]:
     """The options the live planner (and the simulator standing in for it) gives ``policy``:
-    ORLOJ's sizes up to ``max_batch``, and its tables rebuilt at most once a second (a rebuild
-    holds the planner's loop for ~12 ms)."""
-    return {"sizes": orloj_sizes(max_batch), "min_refresh_s": 1.0} if policy == "orloj" else {}
+    ORLOJ's sizes up to ``max_batch``, its tables rebuilt at most once a second (a rebuild
+    holds the planner's loop for ~12 ms), and apps whose requests cost more than ``app_ratio``
+    times each other's batched apart (``orloj.groups``; 0: never; with one app, or apps that
+    cost alike, it is the plain ORLOJ)."""
+    if policy != "orloj":
+        return {}
+    opts: dict[str, Any] = {"sizes": orloj_sizes(max_batch), "min_refresh_s": 1.0}
+    if app_ratio:
+        opts["app_ratio"] = app_ratio
+    return opts
 
 
 def make_scheduler(policy: str, *, model: str, profile: Profile | None = None, **opts: Any) -> Scheduler:
@@ -106,7 +118,8 @@ def make_scheduler(policy: str, *, model: str, profile: Profile | None = None, *
     variant, device = opts.pop("variant", None), opts.pop("device", None)
     try:
         prior = prior_from_profile(profile, variant=variant, device=device)
-        return builder(prior, dict(opts))
+        # ORLOJ's app groups name the model in the events they publish
+        return builder(prior, {**opts, "model": model} if "app_ratio" in opts else dict(opts))
     except TypeError as exc:
         raise ConfigError(f"bad options for policy {policy!r}: {exc}") from exc
     except ValueError as exc:

@@ -68,7 +68,7 @@ class Planner:
         self.consumer = self.config.consumer()
         self._splits = parse_splits(tuple(self.config.split))
         self.factory = factory or default_factory(self.config.policy, self.config.modality, settings,
-                                                     max_batch=self.config.max_batch)
+                                                     max_batch=self.config.max_batch, app_ratio=self.config.app_ratio)
         self.scheds: dict[str, Scheduler] = {}
         self.held: dict[str, HeldJob] = {}
         self.overload = for_planner(max_queue=self.config.max_queue, admission=self.config.admission,

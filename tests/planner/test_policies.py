@@ -2,6 +2,7 @@ import pytest
 
 from adaserve.broker.errors import ConfigError
 from adaserve.planner.core import Pending, Scheduler
+from adaserve.planner.orloj import OrlojScheduler
 from adaserve.planner.policies import POLICIES, make_scheduler
 from adaserve.planner.sim.experiment import workload_profile
 from adaserve.planner.sim.workloads import paper_workload
@@ -50,7 +51,8 @@ def test_live_orloj_sizes_reach_the_planners_max_batch() -> None:
     assert orloj_sizes(8) == tuple(range(1, 9))
     assert orloj_sizes(30)[-2:] == (28, 30)
     sched = default_factory("orloj", max_batch=24)("m", None)
-    assert sched.sizes[-1] == 24 and sched.min_refresh_s == 1.0  # type: ignore[attr-defined]
+    assert sched.first.sizes[-1] == 24 and sched.first.min_refresh_s == 1.0  # type: ignore[attr-defined]
+    assert isinstance(default_factory("orloj", app_ratio=0)("m", None), OrlojScheduler)
     assert serving_options("edf", 32) == {}
     with pytest.raises(ConfigError):
         orloj_sizes(0)
