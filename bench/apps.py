@@ -73,6 +73,7 @@ class AppsStack(LiveStack):
     """The bench's stack, whose planner takes ``--queue-ms`` from ``queue_ms`` at each restart."""
 
     queue_ms: float | None = None
+    planner_ms: int | None = None  # when the planner running now started (server ms)
 
     def _planner_args(self) -> list[str]:
         args = super()._planner_args()
@@ -83,6 +84,7 @@ class AppsStack(LiveStack):
         their rates: what a policy learns of the apps (their costs, ORLOJ's groups) is what a
         planner that has served them knows, not the first seconds' guesses."""
         self.queue_ms = queue_ms
+        self.planner_ms = int(time.time() * 1000)
         self.restart_planner(policy)
         warm_up(self, self.model, WARM_JOBS_PER_S, seconds=1.0)  # imports, caches
         warm = [App(a.name, a.max_new_tokens, a.deadline_ms, a.jobs_per_s * WARM_SHARE) for a in apps]
@@ -118,12 +120,45 @@ def run_apps(stack: AppsStack, apps: list[App], seed: int, duration_s: float, ta
     submitted = sum(s["submitted"] for s in got.values())
     met = sum(s["finish_rate"] * s["submitted"] for s in got.values())
     time.sleep(0.3)  # the last batches' events
-    return {"finish_rate": met / submitted if submitted else 0.0,
+    sim = predict(stack, [f"{tag}-{a.name}" for a in apps], since, seed)
+    return {"finish_rate": met / submitted if submitted else 0.0, **sim,
             "apps": {n: s["finish_rate"] for n, s in got.items()},
             "unfinished": sum(s["unfinished"] for s in got.values()),
             "lost": {n: lost(s) for n, s in got.items()},
             "mix": batch_mix(events_since(stack.settings, since), {f"{tag}-{a.name}": a.name for a in apps},
                              {a.name: a.deadline_ms for a in apps})}
+
+
+def predict(stack: AppsStack, runs: list[str], since_ms: int, seed: int) -> dict[str, Any]:
+    """What the pipeline simulator, calibrated on this run's telemetry, says the same policy
+    finishes of the same jobs (``sim_finish_rate``, and per app ``sim_apps``); nothing when the
+    run's telemetry cannot calibrate it."""
+    import numpy as np
+
+    from adaserve.bench.live import MAX_BATCH, events_of
+    from adaserve.planner.sim.calibrate import calibrate
+    from adaserve.planner.sim.pipeline_cli import simulate_policy
+
+    events: dict[tuple[Any, ...], Any] = {}
+    before: list[Any] = []
+    for run in runs:
+        got, before = events_of(stack, run, since_ms, stack.planner_ms)
+        for e in got:  # a batch's dispatch and the planner's reports belong to every app's run
+            events[(e.event, e.ts, getattr(e, "batch_id", None), getattr(e, "job_id", None))] = e
+    try:
+        cal = calibrate(sorted(events.values(), key=lambda e: e.ts), stack.model, before=before)
+    except ValueError:
+        return {}
+    if not cal.job_apps or cal.start_ms is None:
+        return {}
+    jobs_s = (cal.start_ms + np.asarray(cal.submitted_run_ms)) / 1000.0
+    res = simulate_policy(cal, stack.policy, jobs_s, requests_per_job=REQUESTS_PER_JOB,
+                          deadline_ms=cal.app_deadline_ms[cal.job_apps[0]], seed=seed, max_batch=MAX_BATCH,
+                          data_dir=stack.settings.data_dir)
+    met = np.unpackbits(np.frombuffer(res.met_bits, dtype=np.uint8))[:res.requests].astype(bool)
+    of = np.repeat(np.asarray(cal.job_apps), REQUESTS_PER_JOB)
+    return {"sim_finish_rate": res.finish_rate,
+            "sim_apps": {a: float(met[of == a].mean()) for a in dict.fromkeys(cal.job_apps)}}
 
 
 def summarise(queue_ms: float, policy: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -135,6 +170,11 @@ def summarise(queue_ms: float, policy: str, runs: list[dict[str, Any]]) -> dict[
         "min": round(min(fr), 4), "max": round(max(fr), 4), "runs": [round(x, 4) for x in fr],
         "apps": {n: round(statistics.median(r["apps"][n] for r in runs), 4) for n in names},
         "unfinished": sum(r["unfinished"] for r in runs)}
+    sims = [r["sim_finish_rate"] for r in runs if "sim_finish_rate" in r]
+    if sims and len(sims) == len(runs):
+        out["sim_finish_rate"] = round(statistics.median(sims), 4)
+        out["sim_runs"] = [round(x, 4) for x in sims]
+        out["sim_apps"] = {n: round(statistics.median(r["sim_apps"].get(n, 0.0) for r in runs), 4) for n in names}
     if runs and all("lost" in r and "mix" in r for r in runs):
         out["lost"] = {n: summed(r["lost"][n] for r in runs) for n in names}
         out["mix"] = {"batches": sum(r["mix"]["batches"] for r in runs),

@@ -84,8 +84,9 @@ def register(bench_app: typer.Typer) -> None:
             return
         for c in cells:
             per_app = ", ".join(f"{n} {v:.3f}" for n, v in c["apps"].items())
+            sim = f"  simulated {c['sim_finish_rate']:.3f}" if "sim_finish_rate" in c else ""
             err.print(f"--queue-ms {c['queue_ms']:>5g} {c['policy']:>9}: {c['finish_rate']:.3f} "
-                      f"[{c['min']:.3f}, {c['max']:.3f}]  ({per_app})")
+                      f"[{c['min']:.3f}, {c['max']:.3f}]  ({per_app}){sim}")
             for line in explain(c):
                 err.print(f"    {line}", soft_wrap=True)
         err.print(f"plot {path}")

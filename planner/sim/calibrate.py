@@ -147,13 +147,37 @@ class Calibration(BaseModel):
     # the earlier runs, sent 32), so the simulated policy is told of them first. Empty in
     # calibrations that predate it; ``adaserve sim --calibrate`` keeps the horizon's only.
     learnt_before: list[tuple[float, int, float]] = Field(default_factory=list)
+    # The apps of each request of those batches, for a run of several apps; empty otherwise.
+    learnt_apps: list[list[str]] = Field(default_factory=list)
+    # A run of several apps (``bench apps``): each job's app, one per ``submitted_run_ms``; each
+    # app's deadline (ms, the median of its jobs'); and per app, the lines of the batches whose
+    # dearest request was that app's (``[service c0, service c1, exec c0, exec c1]`` ms), apps
+    # ordered cheapest first (``app_order``): a batch runs at its dearest request's pace, so the
+    # simulator times it by that app's lines. Empty for a run of one app.
+    job_apps: list[str] = Field(default_factory=list)
+    app_deadline_ms: dict[str, float] = Field(default_factory=dict)
+    app_order: list[str] = Field(default_factory=list)
+    app_lines: dict[str, tuple[float, float, float, float]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_flag_per_transfer(self) -> Calibration:
         if self.transfer_busy and len(self.transfer_busy) != len(self.transfer_run_ms):
             raise ValueError(f"transfer_busy has {len(self.transfer_busy)} flags for "
                              f"{len(self.transfer_run_ms)} transfers (transfer_run_ms); one each, or none")
+        if self.job_apps and len(self.job_apps) != len(self.submitted_run_ms):
+            raise ValueError(f"job_apps has {len(self.job_apps)} apps for {len(self.submitted_run_ms)} jobs "
+                             "(submitted_run_ms); one each, or none")
+        if set(self.app_lines) - set(self.app_order) or set(self.job_apps) - set(self.app_deadline_ms):
+            raise ValueError("every app of app_lines must be in app_order, and every app of job_apps in app_deadline_ms")
         return self
+
+    def line_of(self, apps: Iterable[str]) -> tuple[float, float, float, float]:
+        """The service and exec lines (ms) of a batch holding requests of ``apps``: its dearest
+        app's, else the run's."""
+        rank = {a: i for i, a in enumerate(self.app_order)}
+        dearest = max(apps, key=lambda a: rank.get(a, -1), default=None)
+        got = self.app_lines.get(dearest) if dearest is not None else None
+        return got if got is not None else (self.service_c0_ms, self.service_c1_ms, self.exec_c0_ms, self.exec_c1_ms)
 
     def save(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=1))
@@ -219,8 +243,8 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
             raise InvalidArgument(f"the run served {len(models)} models ({', '.join(sorted(models))}); name one")
         model = models.pop()
     # every accepted job's delay, the ones that later expired too, in the order they were submitted
-    lags = sorted([(a.submitted_ms, a.ts) for a in accepted.values() if a.model == model and a.submitted_ms is not None]
-                  + [(x.submitted_ms, x.ts) for x in refused if x.model == model and x.submitted_ms is not None])
+    lags = sorted([(a.submitted_ms, a.ts, a.app) for a in accepted.values() if a.model == model and a.submitted_ms is not None]
+                  + [(x.submitted_ms, x.ts, x.app) for x in refused if x.model == model and x.submitted_ms is not None])
     size: list[int] = []
     wait: list[float] = []
     service: list[float] = []
@@ -229,6 +253,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
     busy: list[bool] = []
     ingress: list[float] = []
     sent_at: list[float] = []
+    batch_apps: list[frozenset[str]] = []
     prev_end = -np.inf
     for f in sorted(finished, key=lambda f: f.ts):
         d = sent.get(f.batch_id)
@@ -239,6 +264,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
             continue
         started = float(np.median([f.ts - it.total_ms + it.queue_ms for it in ran]))
         size.append(f.ran)
+        batch_apps.append(frozenset(it.app for it in ran))
         sent_at.append(d.ts)
         wait.append(max(started - d.ts, 0.0))
         transfer.append(max(started - max(d.ts, prev_end), 0.0))
@@ -253,33 +279,82 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
         # One planner reads the stream in order, so a job was read no later than any job
         # submitted after it: the events' own times are stamped at different points of the read
         # (a refusal's at its start, an acceptance's after the job was registered).
-        read = np.minimum.accumulate(np.asarray([ts for _, ts in lags])[::-1])[::-1]
-        ingress = [max(float(ts) - sub, 0.0) for (sub, _), ts in zip(lags, read)]
+        read = np.minimum.accumulate(np.asarray([ts for _, ts, _ in lags])[::-1])[::-1]
+        ingress = [max(float(ts) - sub, 0.0) for (sub, _, _), ts in zip(lags, read)]
     if not size or not ingress:
         raise DataError(f"no finished batches of {model!r} with their dispatch and acceptance in these events")
     k, svc = np.asarray(size, dtype=np.float64), np.asarray(service)
     s0, s1 = _line(k, svc)
     e0, e1 = _line(k, np.asarray(execs))
-    steps = _measured(reports, lambda r: (r.steps, r.step_quantiles_ms)) or _steps(sorted(ts for _, ts in lags))
+    apps = _apps(lags, accepted.values(), model)
+    order, lines, line_svc = _app_lines(batch_apps, k, svc, np.asarray(execs)) if apps[0] else ([], {}, s0 + s1 * k)
+    steps = _measured(reports, lambda r: (r.steps, r.step_quantiles_ms)) or _steps(sorted(ts for _, ts, _ in lags))
     heard, heard_at = _heard(reports, lags[0][0]) if lags else ([], [])
     return Calibration(model=model, batches=len(size),
                        ingress_ms=_ordered(np.asarray(ingress) if lags else np.sort(ingress), MAX_JOBS),
                        ingress_ordered=bool(lags), transfer_ms=float(np.percentile(wait, 25)),
                        transfer_run_ms=_ordered(np.asarray(transfer)),
                        transfer_busy=[bool(x) for x in _thinned(np.asarray(busy))], service_c0_ms=s0, service_c1_ms=s1,
-                       service_residual_ms=_ordered(svc - (s0 + s1 * k)), exec_c0_ms=e0, exec_c1_ms=e1,
+                       service_residual_ms=_ordered(svc - line_svc), exec_c0_ms=e0, exec_c1_ms=e1,
                        step_ms=steps or [0.5], step_ordered=bool(steps),
                        send_ms=_measured(reports, lambda r: (r.sends, r.send_quantiles_ms)),
                        start_ms=lags[0][0] if lags else None,
                        batch_run_ms=_ordered(np.asarray(sent_at) - lags[0][0]) if lags else [],
                        dispatch_run_ms=_dispatches(sent.values(), model, lags[0][0]) if lags else [],
-                       submitted_run_ms=[round(sub - lags[0][0], 3) for sub, _ in lags] if len(lags) <= MAX_JOBS else [],
+                       submitted_run_ms=[round(sub - lags[0][0], 3) for sub, _, _ in lags] if len(lags) <= MAX_JOBS else [],
+                       job_apps=apps[0] if len(lags) <= MAX_JOBS else [],
+                       app_deadline_ms=apps[1] if len(lags) <= MAX_JOBS else {}, app_order=order, app_lines=lines,
                        drained=_drained(before, model, lags[0][0] / 1000.0, horizon_s) if lags else [],
                        drained_spans=_drained(before, model, lags[0][0] / 1000.0, horizon_s, span_ms=DRAIN_SPAN_MS)
                        if lags else [],
                        heard_ms=heard, heard_run_ms=heard_at, slots=_slots(reports),
                        queue_ms=next((r.queue_ms for r in reversed(reports) if r.queue_ms is not None), None),
-                       learnt_before=_learnt(before, model, lags[0][0]) if lags else [])
+                       learnt_before=_learnt(before, model, lags[0][0]) if lags else [],
+                       learnt_apps=_learnt_apps(before, model, lags[0][0]) if lags and apps[0] else [])
+
+
+def _apps(lags: list[tuple[float, float, str]], accepted: Iterable[JobAccepted],
+          model: str) -> tuple[list[str], dict[str, float]]:
+    """For a run of several apps, each job's app (in the order of ``lags``) and each app's
+    deadline (the median of its accepted jobs'); nothing for a run of one app."""
+    names = {app for _, _, app in lags}
+    if len(names) < 2:
+        return [], {}
+    per: dict[str, list[float]] = {}
+    for a in accepted:
+        if a.model == model:
+            per.setdefault(a.app, []).append(a.deadline_ms)
+    if names - set(per):  # an app every job of which was refused: its deadline is not known
+        return [], {}
+    return [app for _, _, app in lags], {app: float(np.median(d)) for app, d in per.items() if app in names}
+
+
+def _app_lines(batch_apps: list[frozenset[str]], k: np.ndarray, svc: np.ndarray,
+               execs: np.ndarray) -> tuple[list[str], dict[str, tuple[float, float, float, float]], np.ndarray]:
+    """Apps ordered by what their batches of them alone ran (the runner's ms against the run's
+    line at their sizes, median), each app's service and exec lines over the batches whose
+    dearest app it is, and each batch's service line value (for the residuals)."""
+    e0, e1 = _line(k, execs)
+    rel: dict[str, list[float]] = {}
+    for apps, size, x in zip(batch_apps, k, execs):
+        if len(apps) == 1:
+            rel.setdefault(next(iter(apps)), []).append(x / max(e0 + e1 * size, 1e-9))
+    order = sorted(rel, key=lambda a: (float(np.median(rel[a])), a))
+    rank = {a: i for i, a in enumerate(order)}
+    dearest = [max(apps, key=lambda a: rank.get(a, -1)) for apps in batch_apps]
+    lines: dict[str, tuple[float, float, float, float]] = {}
+    at = np.empty_like(svc)
+    s0, s1 = _line(k, svc)
+    at[:] = s0 + s1 * k
+    for app in order:
+        mine = np.asarray([d == app for d in dearest])
+        if mine.sum() < 3:  # too few batches for a line: the run's serves it
+            continue
+        a0, a1 = _line(k[mine], svc[mine])
+        x0, x1 = _line(k[mine], execs[mine])
+        lines[app] = (round(a0, 4), round(a1, 4), round(x0, 4), round(x1, 4))
+        at[mine] = a0 + a1 * k[mine]
+    return order, lines, at
 
 
 def _dispatches(sent: Iterable[BatchDispatched], model: str, start_ms: float) -> list[float]:
@@ -328,6 +403,14 @@ def _learnt(events: Iterable[Event], model: str, start_ms: float) -> list[tuple[
                   if isinstance(ev, BatchFinished) and ev.model == model and ev.part is None and ev.ran > 0
                   and ev.ts < start_ms)
     return [(round(ts - start_ms, 3), k, round(x, 4)) for ts, k, x in done[-MAX_JOBS:]]
+
+
+def _learnt_apps(events: Iterable[Event], model: str, start_ms: float) -> list[list[str]]:
+    """The apps of the requests of each batch ``_learnt`` gives, in its order."""
+    done = sorted(((ev.ts, ev.ran, ev.exec_ms), [i.app for i in ev.ran_items()]) for ev in events
+                  if isinstance(ev, BatchFinished) and ev.model == model and ev.part is None and ev.ran > 0
+                  and ev.ts < start_ms)
+    return [apps for _, apps in done[-MAX_JOBS:]]
 
 
 def _measured(reports: list[PlannerState], field: Callable[[PlannerState], tuple[int, list[float]]],

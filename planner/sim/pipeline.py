@@ -132,8 +132,10 @@ def _learn_before(scheduler: Scheduler, cal: Calibration, model: str, app: str, 
         return
     if isinstance(scheduler, _LearnsObjective):
         scheduler.learn_objective(deadline_s)
-    for at_ms, k, exec_ms in cal.learnt_before:
-        _observe(scheduler, model, app, k, exec_ms / 1e3, t_first + at_ms / 1e3)
+    apps = cal.learnt_apps if len(cal.learnt_apps) == len(cal.learnt_before) else []
+    for i, (at_ms, k, exec_ms) in enumerate(cal.learnt_before):
+        mine = tuple(apps[i]) if apps and len(apps[i]) == k else (app,) * k
+        _observe(scheduler, model, mine, exec_ms / 1e3, t_first + at_ms / 1e3)
 
 
 def _replayed(cal: Calibration, t_first: float) -> ReplayedLoop | None:
@@ -172,10 +174,11 @@ def _transfers(cal: Calibration, idle: list[bool] | None,
     return anyhow, _TimedDraw(values, [at for at, i in zip(cal.batch_run_ms, idle) if i], rng, otherwise=every)
 
 
-def _observe(scheduler: Scheduler, model: str, app: str, k: int, exec_s: float, finished_s: float,
+def _observe(scheduler: Scheduler, model: str, apps: tuple[str, ...], exec_s: float, finished_s: float,
              token: int | None = None) -> None:
-    """What the live planner tells its policy of a finished batch of ``k`` requests of ``app``."""
-    scheduler.observe(batch_feedback(model, k, exec_s, (app,) * k, (exec_s,) * k, "sim", finished_s=finished_s,
+    """What the live planner tells its policy of a finished batch of requests of ``apps``."""
+    k = len(apps)
+    scheduler.observe(batch_feedback(model, k, exec_s, apps, (exec_s,) * k, "sim", finished_s=finished_s,
                                      token=token))
 
 
@@ -201,6 +204,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
     # their transfers start batches early, which a service held up to the runner's mean offset.
     flagged = idle is not None
     timed = None
+    own = False  # the run's own jobs replayed
     # how late the planner heard of the batches that finished in the same span of the run: a
     # stall of its loop delays every finish of the moment, which independent draws would spread
     heard = _TimedDraw(cal.heard_ms, cal.heard_run_ms, rng, window_ms=0.6 * HEARD_SPAN_MS) if cal.heard_ms else None
@@ -213,6 +217,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         # in ms of the run first, rounded: the jobs of one read must be read at the very same time;
         # and never before a job that landed earlier (one planner reads its stream in order), as
         # the rounding alone let a job straddle 0.001 ms and be read ahead of the rest of its read
+        own = True
         landed = np.asarray(cal.submitted_run_ms)
         read = np.maximum.accumulate(np.round(landed + np.asarray(cal.ingress_ms), 3))
         jobs_s, seen = float(jobs_s[0]) + landed / 1e3, float(jobs_s[0]) + read / 1e3
@@ -222,6 +227,10 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
         seen = jobs_s + np.asarray(cal.ingress_ms) / 1e3
     else:
         seen = np.asarray([t + lag(j / max(n_jobs - 1, 1)) for j, t in enumerate(jobs_s.tolist())])
+    # a run of several apps replayed: each job's own app and deadline (``Calibration.job_apps``)
+    several = own and len(cal.job_apps) == n_jobs
+    job_app = cal.job_apps if several else [app] * n_jobs
+    job_dl = [cal.app_deadline_ms[a] / 1e3 for a in cal.job_apps] if several else [deadline_s] * n_jobs
     order = np.argsort(seen, kind="stable")
     t_first = float(jobs_s[0]) if n_jobs else 0.0
     loop = _replayed(cal, t_first) if timed is not None else None
@@ -285,19 +294,19 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             limit = slot_limit(slots, 1, queue_ms, ran_ms.value)
             if overload is not None:
                 overload.finished(model, k, fin + epoch)
-            _observe(scheduler, model, app, k, exec_s, fin, token)
+            _observe(scheduler, model, tuple(p.app for p in batch), exec_s, fin, token)
         while nxt_job < n_jobs and seen[order[nxt_job]] <= now:  # read and admitted by now
             j = int(order[nxt_job])
-            t0 = float(jobs_s[j])
+            t0, dl, japp = float(jobs_s[j]), job_dl[j], job_app[j]
             nxt_job += 1
             if seen[j] != read_at:
                 read_at, late_in_read = float(seen[j]), 0
             if overload is not None and overload.check(model, len(scheduler) + late_in_read, requests_per_job,
-                                                       (t0 + epoch) * 1e3, deadline_s * 1e3,
+                                                       (t0 + epoch) * 1e3, dl * 1e3,
                                                        (float(seen[j]) + epoch) * 1e3) is not None:
                 ended[j * requests_per_job:(j + 1) * requests_per_job] = 4
                 continue
-            if seen[j] >= t0 + deadline_s:
+            if seen[j] >= t0 + dl:
                 # read after its deadline: the live planner ends it with the step's expiries and it
                 # never enters the policy (``Planner._hold``), though the read's later verdicts
                 # count it; in a policy that never expires (Clipper) it would swell the queue
@@ -305,7 +314,7 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
                 ended[j * requests_per_job:(j + 1) * requests_per_job] = 3
                 late_in_read += requests_per_job
                 continue
-            scheduler.add_many([Pending(str(j), str(r), app, model, t0, t0 + deadline_s, seq=j * requests_per_job + r)
+            scheduler.add_many([Pending(str(j), str(r), japp, model, t0, t0 + dl, seq=j * requests_per_job + r)
                                 for r in range(requests_per_job)], float(seen[j]))
         low = floor.value(now * 1000.0) / 1000.0
         end(scheduler.expire(now + low), 3)
@@ -332,11 +341,13 @@ def simulate_pipeline(scheduler: Scheduler, jobs_s: np.ndarray, requests_per_job
             if len(ran) < len(d.batch):
                 end([p for p in d.batch if p.deadline <= start], 3)
             k = len(ran)
-            exec_s = (cal.exec_c0_ms + cal.exec_c1_ms * k) / 1e3 if k else 0.0
+            c = cal.line_of({p.app for p in ran}) if several else (
+                cal.service_c0_ms, cal.service_c1_ms, cal.exec_c0_ms, cal.exec_c1_ms)
+            exec_s = (c[2] + c[3] * k) / 1e3 if k else 0.0
             # not held up to the runner's mean (``exec_s``) with the flags: the residuals are skewed
             # (most batches run well under the line), and a floor at the mean made the simulated
             # worker a third slower at overload than the live one
-            service = (max((cal.service_c0_ms + cal.service_c1_ms * k) / 1e3 + r_s, 0.0 if flagged else exec_s)
+            service = (max((c[0] + c[1] * k) / 1e3 + r_s, 0.0 if flagged else exec_s)
                        if k else 0.0)
             lane_free = start + service
             inflight += 1

@@ -104,5 +104,7 @@ def test_two_apps_of_a_language_model_at_once_on_a_real_stack(tmp_path: Path) ->
             assert lost["submitted"] > 0 and 0 < mix["ran"] <= lost["submitted"]
             assert lost["late"] + lost["expired"] + lost["rejected"] + lost["unfinished"] <= lost["submitted"]
         assert 0 < c["mix"]["batches"] and c["mix"]["mixed_batches"] <= c["mix"]["batches"]
+        # the simulator, calibrated on the run, replays each app's jobs
+        assert 0.0 <= c["sim_finish_rate"] <= 1.0 and set(c["sim_apps"]) == {"a", "b"}
     assert len(out["orloj_minus_edf"]["25"]["diffs"]) == 1
     assert png.stat().st_size > 0

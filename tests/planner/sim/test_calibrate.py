@@ -180,3 +180,34 @@ def test_a_batch_sent_while_the_worker_ran_the_one_before_is_flagged(tmp_path: P
     (tmp_path / "bad.json").write_text(cal.model_copy(update={"transfer_busy": [True]}).model_dump_json())
     with pytest.raises(DataError, match="transfer_busy has 1 flags for 32 transfers"):
         Calibration.load(tmp_path / "bad.json")
+
+
+def test_a_run_of_two_apps_keeps_each_jobs_app_and_each_apps_lines() -> None:
+    from adaserve.broker.events import BatchDispatched, RequestTiming
+
+    evs: list[object] = []
+    for j in range(60):
+        sub, app = 1000.0 + 10.0 * j, "l" if j % 3 == 0 else "s"
+        evs.append(JobAccepted(ts=sub + 1.0, job_id=f"j{j}", app=app, model="m", run="r", requests=1,
+                               deadline_ms=300.0 if app == "l" else 30.0, submitted_ms=sub))
+        k = 1 + j % 4
+        apps = [app] * k if j % 5 else ["s"] * (k - 1) + ["l"]  # every fifth batch mixes in a dear request
+        dear = "l" in apps
+        svc, run = (3.0 + 1.2 * k, 2.0 + 1.0 * k) if dear else (0.5 + 0.25 * k, 0.2 + 0.1 * k)
+        disp = sub + 2.0
+        evs.append(BatchDispatched(ts=disp, batch_id=f"b{j}", pool="cpu", model="m", size=k))
+        items = [RequestTiming(job_id=f"j{j}", request_id=str(i), app=a, run="r", status="completed",
+                               queue_ms=disp + 1.0 - sub, exec_ms=run, total_ms=disp + 1.0 + svc - sub)
+                 for i, a in enumerate(apps)]
+        evs.append(BatchFinished(ts=disp + 1.0 + svc, batch_id=f"b{j}", pool="cpu", worker="w", model="m", size=k,
+                                 exec_ms=run, items=items))
+    cal = calibrate(evs)  # type: ignore[arg-type]
+    assert cal.job_apps == ["l" if j % 3 == 0 else "s" for j in range(60)]
+    assert cal.app_deadline_ms == {"l": 300.0, "s": 30.0} and cal.app_order == ["s", "l"]
+    assert cal.app_lines["l"] == pytest.approx((3.0, 1.2, 2.0, 1.0), abs=1e-3)
+    assert cal.app_lines["s"] == pytest.approx((0.5, 0.25, 0.2, 0.1), abs=1e-3)
+    assert max(abs(x) for x in cal.service_residual_ms) < 1e-3  # each batch against its dearest app's line
+    assert cal.line_of({"s", "l"}) == cal.app_lines["l"] and cal.line_of({"x"}) == (
+        cal.service_c0_ms, cal.service_c1_ms, cal.exec_c0_ms, cal.exec_c1_ms)
+    with pytest.raises(ValueError, match="job_apps"):
+        Calibration.model_validate({**cal.model_dump(), "job_apps": ["s"]})
