@@ -211,7 +211,8 @@ def bench(stack: AppsStack, apps: list[App], policies: list[str], queues: list[f
 
 
 def plot(cells: list[dict[str, Any]], path: Path) -> Path:
-    """Finish rate by policy, one group of bars per ``--queue-ms``, whiskers from the runs' spread."""
+    """Finish rate by policy, one group of bars per ``--queue-ms``, whiskers from the runs' spread,
+    and a cross at what the calibrated simulator gave for the same runs."""
     from adaserve.bench.figures import panels, save
 
     queues = list(dict.fromkeys(c["queue_ms"] for c in cells))
@@ -225,6 +226,9 @@ def plot(cells: list[dict[str, Any]], path: Path) -> Path:
         y = [c["finish_rate"] for c in mine]
         err = [[c["finish_rate"] - c["min"] for c in mine], [c["max"] - c["finish_rate"] for c in mine]]
         ax.bar(x, y, width, yerr=err, capsize=3, color=f"C{i}", label=p)
+        sim = [(xi, c["sim_finish_rate"]) for xi, c in zip(x, mine) if "sim_finish_rate" in c]
+        if sim:  # the calibrated simulator's median for the same runs
+            ax.scatter(*zip(*sim), marker="x", color="black", zorder=3, label="simulated" if i == 0 else None)
     ax.set_xticks([j + width * (len(policies) - 1) / 2 for j in range(len(queues))])
     ax.set_xticklabels([f"--queue-ms {q:g}" + (" (every slot)" if q == 0 else "") for q in queues])
     ax.set_ylabel("finish rate, all apps (median, min-max)")
