@@ -14,6 +14,7 @@ from typing import Any
 
 from adaserve.broker.errors import ConfigError
 from adaserve.broker.profiles import Profile
+from adaserve.planner.config import DEFAULT_APP_RATIO
 from adaserve.planner.core import Scheduler
 from adaserve.planner.orloj.prior import Prior, prior_from_profile
 
@@ -89,7 +90,7 @@ def orloj_sizes(max_batch: int) -> tuple[int, ...]:
         (max_batch,) if max_batch > 16 and max_batch % 4 else ())
 
 
-def serving_options(policy: str, max_batch: int, app_ratio: float = 3.0) -> dict[str, Any]:
+def serving_options(policy: str, max_batch: int, app_ratio: float = DEFAULT_APP_RATIO) -> dict[str, Any]:
     """The options the live planner (and the simulator standing in for it) gives ``policy``:
     ORLOJ's sizes up to ``max_batch``, its tables rebuilt at most once a second (a rebuild
     holds the planner's loop for ~12 ms), and apps whose requests cost more than ``app_ratio``

@@ -12,8 +12,8 @@ thirty-first sessions).
 same size of the app with the most (``costs``). Apps within ``ratio`` of each other form one
 group; when there are two groups or more, each group is served by its own ORLOJ (its own queues,
 histograms and batch-latency fit, seeded with what its apps' recent batches and samples taught),
-and a free slot takes the batch of the group with the most urgent request,
-as the planner arbitrates between models. Requests of apps without enough batches yet, and those
+and a free slot takes the batch of the group with the most urgent request, as the planner
+arbitrates between models. Requests of apps without enough batches yet, and those
 filed before a regrouping, stay where they were filed. With one group (one app, or apps that cost
 alike: every workload of the paper's tables) nothing is split, and every call goes to the one
 ORLOJ that the plain policy would be: its decisions are unchanged.
@@ -35,6 +35,7 @@ __all__ = ["AppGroups", "group_apps"]
 WINDOW = 64  # an app's recent batches and samples kept to seed a new group
 PER_SIZE = 16  # an app's recent batches of one size kept to judge its cost
 MIN_PER_SIZE = 3  # batches of a size before it counts (the median of fewer is one stall)
+MAX_APPS = 64  # apps measured; an app past them (app names are the producers') stays in the shared ORLOJ
 
 
 def group_apps(costs: dict[str, float], ratio: float) -> list[tuple[str, ...]]:
@@ -72,6 +73,7 @@ class AppGroups(Scheduler):
         self._fed: dict[str, deque[Feedback]] = {}  # app -> its recent batches of it alone
         self._samples: dict[str, deque[float]] = {}  # app -> its samples (``add_sample``), to seed a group
         self._alone: dict[str, deque[float]] = {}  # app -> its requests' times alone, those and batches of one
+        self._apps: set[str] = set()  # the apps measured (at most ``MAX_APPS``)
         self._grouped_at = -float("inf")
         self._now = 0.0
         self.regroups = 0
@@ -79,6 +81,15 @@ class AppGroups(Scheduler):
 
     def _sched(self, app: str) -> OrlojScheduler:
         return self._of.get(app, self.first)
+
+    def _measured(self, app: str) -> bool:
+        """Whether ``app`` is measured: the first ``MAX_APPS`` apps seen are."""
+        if app in self._apps:
+            return True
+        if len(self._apps) < MAX_APPS:
+            self._apps.add(app)
+            return True
+        return False
 
     # -- the Scheduler interface ----------------------------------------------------------------
     def __len__(self) -> int:
@@ -127,8 +138,9 @@ class AppGroups(Scheduler):
         k = feedback.size
         if feedback.request_exec_s and len(feedback.request_exec_s) == len(apps):
             for a, x in zip(apps, feedback.request_exec_s):  # requests timed alone (a batch of one)
-                self._alone.setdefault(a, deque(maxlen=WINDOW)).append(x)
-        if apps and k > 0 and apps.count(app) == len(apps):
+                if self._measured(a):
+                    self._alone.setdefault(a, deque(maxlen=WINDOW)).append(x)
+        if apps and k > 0 and apps.count(app) == len(apps) and self._measured(app):
             self._runs.setdefault(app, {}).setdefault(k, deque(maxlen=PER_SIZE)).append(feedback.exec_s)
             self._fed.setdefault(app, deque(maxlen=WINDOW)).append(feedback)
         self._sched(app).observe(feedback)
@@ -166,8 +178,9 @@ class AppGroups(Scheduler):
         return out
 
     def add_sample(self, app: str, seconds: float) -> None:
-        self._samples.setdefault(app, deque(maxlen=WINDOW)).append(seconds)
-        self._alone.setdefault(app, deque(maxlen=WINDOW)).append(seconds)
+        if self._measured(app):
+            self._samples.setdefault(app, deque(maxlen=WINDOW)).append(seconds)
+            self._alone.setdefault(app, deque(maxlen=WINDOW)).append(seconds)
         self._sched(app).add_sample(app, seconds)
         if self._now - self._grouped_at >= self.regroup_s:
             self._regroup()
@@ -199,11 +212,13 @@ class AppGroups(Scheduler):
         self.groups, self.regroups = groups, self.regroups + 1
         self._events.append(("orloj.grouped", {"model": self.model, "groups": ["+".join(g) for g in groups],
                                                "costs": {a: round(c, 4) for a, c in costs.items()}}))
-        kept = {g: self._of[g[0]] for g in groups if all(self._of.get(a) is self._of.get(g[0]) for a in g)
-                and g[0] in self._of and sum(x is self._of[g[0]] for x in self._of.values()) == len(g)}
+        members: dict[int, set[str]] = {}
+        for app, sched in self._of.items():
+            members.setdefault(id(sched), set()).add(app)
+        kept = {frozenset(apps): self._of[next(iter(apps))] for apps in members.values()}
         self._of = {}
         for g in groups:
-            s = kept.get(g)
+            s = kept.get(frozenset(g))
             if s is not None:  # the same apps as before: their ORLOJ goes on
                 self._of.update({app: s for app in g})
                 continue

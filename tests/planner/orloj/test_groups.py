@@ -78,3 +78,14 @@ def test_the_split_serves_a_cheap_app_beside_a_dear_one_better() -> None:
     plain = simulate(_make(), arrivals, exec_s, apps, 0.3, batch_s=_batch_s)
     grouped = simulate(AppGroups(_make), arrivals, exec_s, apps, 0.3, batch_s=_batch_s)
     assert grouped.met > plain.met
+
+
+def test_apps_past_the_first_sixty_four_are_not_measured() -> None:
+    from adaserve.planner.core import Feedback
+    from adaserve.planner.orloj.groups import MAX_APPS
+
+    groups = AppGroups(_make, min_batches=1)
+    for i in range(100):  # app names are the producers': a hundred of them must not grow the planner
+        for _ in range(3):
+            groups.observe(Feedback("m", 4, 0.01 * (1 + i % 2), (f"app{i}",) * 4, (), "cpu"))
+    assert len(groups.costs()) == MAX_APPS
