@@ -253,7 +253,8 @@ class PlannerReplanned(_Ev):
 class OrlojGrouped(_Ev):
     """ORLOJ's apps of ``model`` were grouped anew (planner/orloj/groups.py): each group, apps
     joined by ``+``, is batched apart from the others; none: every app shares batches again.
-    ``costs``: each app's batches, run against the shared estimate for their size (medians)."""
+    ``costs``: each app's cost on one scale (its batches of it alone against the same sizes' of
+    the app with the most, or, before two apps have such batches, its requests' seconds alone)."""
 
     event: Literal["orloj.grouped"] = "orloj.grouped"
     model: str = ""
