@@ -139,14 +139,9 @@ def predict(stack: AppsStack, runs: list[str], since_ms: int, seed: int) -> dict
     from adaserve.planner.sim.calibrate import calibrate
     from adaserve.planner.sim.pipeline_cli import simulate_policy
 
-    events: dict[tuple[Any, ...], Any] = {}
-    before: list[Any] = []
-    for run in runs:
-        got, before = events_of(stack, run, since_ms, stack.planner_ms)
-        for e in got:  # a batch's dispatch and the planner's reports belong to every app's run
-            events[(e.event, e.ts, getattr(e, "batch_id", None), getattr(e, "job_id", None))] = e
+    events, before = events_of(stack, runs, since_ms, stack.planner_ms)
     try:
-        cal = calibrate(sorted(events.values(), key=lambda e: e.ts), stack.model, before=before)
+        cal = calibrate(events, stack.model, before=before)
     except ValueError:
         return {}
     if not cal.job_apps or cal.start_ms is None:

@@ -29,7 +29,7 @@ import itertools
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -78,8 +78,9 @@ def warm_up(stack: Stack, model: str, rate_jobs: float, seconds: float = 2.0) ->
     run_load(stack.settings, opts, progress=False)
 
 
-def events_of(stack: Stack, run: str, since_ms: int, planner_ms: int | None = None) -> tuple[list[Any], list[Any]]:
-    """The telemetry of one run, and the batches that finished between ``planner_ms`` (the
+def events_of(stack: Stack, run: str | Sequence[str], since_ms: int,
+              planner_ms: int | None = None) -> tuple[list[Any], list[Any]]:
+    """The telemetry of one run (or of several at once: ``run_events``), and the batches that finished between ``planner_ms`` (the
     planner's start) and ``since_ms``: what the planner's admission control remembers."""
     from adaserve.telemetry import EventFilter, TelemetryReader, run_events
 

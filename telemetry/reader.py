@@ -187,13 +187,15 @@ def shown_types(types: tuple[str, ...], heartbeats: bool = False) -> tuple[str, 
     return types or tuple(t for t in EVENT_TYPES if t not in HEARTBEATS)
 
 
-def run_events(reader: TelemetryReader, run: str, *, since_ms: int | None = None) -> list[Event]:
-    """Every event of one run (``LoadOptions.run``): its jobs' and requests' events, the
-    dispatch of each batch that served them (``batch.dispatched`` names no run), and the
-    planners' ``planner.state`` reports made while it ran (how late they heard of finishes)."""
+def run_events(reader: TelemetryReader, run: str | Sequence[str], *, since_ms: int | None = None) -> list[Event]:
+    """Every event of one run (``LoadOptions.run``), or of several runs at once (``bench apps``:
+    one per app): its jobs' and requests' events, the dispatch of each batch that served them
+    (``batch.dispatched`` names no run), and the planners' ``planner.state`` reports made while
+    it ran (how late they heard of finishes)."""
+    runs = {run} if isinstance(run, str) else set(run)
     evs = [x.event for x in reader.history(since_ms=since_ms)]
-    mine = {e.batch_id for e in evs if e.event == "batch.finished" and run in attribute_values(e, "run")}
-    ours = [getattr(e, "batch_id", None) in mine or run in attribute_values(e, "run") for e in evs]
+    mine = {e.batch_id for e in evs if e.event == "batch.finished" and runs & attribute_values(e, "run")}
+    ours = [getattr(e, "batch_id", None) in mine or bool(runs & attribute_values(e, "run")) for e in evs]
     stamps = [e.ts for e, o in zip(evs, ours) if o]
     if not stamps:
         return []

@@ -236,5 +236,7 @@ class AppGroups(Scheduler):
     def _retire(self) -> None:
         """Drop the ORLOJs of old groups once they hold nothing (``first`` stays: apps without
         a group yet go there)."""
+        if len(self._live) == 1:  # one ORLOJ, as with one app: nothing to drop, every step
+            return
         used = {id(s) for s in self._of.values()}
         self._live = [s for s in self._live if s is self.first or id(s) in used or len(s)]

@@ -287,7 +287,9 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
     s0, s1 = _line(k, svc)
     e0, e1 = _line(k, np.asarray(execs))
     apps = _apps(lags, accepted.values(), model)
-    order, lines, line_svc = _app_lines(batch_apps, k, svc, np.asarray(execs)) if apps[0] else ([], {}, s0 + s1 * k)
+    order, lines, line_svc = (_app_lines(batch_apps, k, svc, np.asarray(execs), (s0, s1, e0, e1)) if apps[0]
+                              else ([], {}, s0 + s1 * k))
+    learnt = _learnt(before, model, lags[0][0]) if lags else ([], [])
     steps = _measured(reports, lambda r: (r.steps, r.step_quantiles_ms)) or _steps(sorted(ts for _, ts, _ in lags))
     heard, heard_at = _heard(reports, lags[0][0]) if lags else ([], [])
     return Calibration(model=model, batches=len(size),
@@ -309,8 +311,7 @@ def calibrate(events: Iterable[Event], model: str | None = None, *, before: Iter
                        if lags else [],
                        heard_ms=heard, heard_run_ms=heard_at, slots=_slots(reports),
                        queue_ms=next((r.queue_ms for r in reversed(reports) if r.queue_ms is not None), None),
-                       learnt_before=_learnt(before, model, lags[0][0]) if lags else [],
-                       learnt_apps=_learnt_apps(before, model, lags[0][0]) if lags and apps[0] else [])
+                       learnt_before=learnt[0], learnt_apps=learnt[1] if apps[0] else [])
 
 
 def _apps(lags: list[tuple[float, float, str]], accepted: Iterable[JobAccepted],
@@ -329,12 +330,14 @@ def _apps(lags: list[tuple[float, float, str]], accepted: Iterable[JobAccepted],
     return [app for _, _, app in lags], {app: float(np.median(d)) for app, d in per.items() if app in names}
 
 
-def _app_lines(batch_apps: list[frozenset[str]], k: np.ndarray, svc: np.ndarray,
-               execs: np.ndarray) -> tuple[list[str], dict[str, tuple[float, float, float, float]], np.ndarray]:
+def _app_lines(batch_apps: list[frozenset[str]], k: np.ndarray, svc: np.ndarray, execs: np.ndarray,
+               run: tuple[float, float, float, float]) -> tuple[list[str], dict[str, tuple[float, float, float, float]],
+                                                              np.ndarray]:
     """Apps ordered by what their batches of them alone ran (the runner's ms against the run's
     line at their sizes, median), each app's service and exec lines over the batches whose
-    dearest app it is, and each batch's service line value (for the residuals)."""
-    e0, e1 = _line(k, execs)
+    dearest app it is, and each batch's service line value (for the residuals); ``run``: the
+    run's service and exec lines."""
+    s0, s1, e0, e1 = run
     rel: dict[str, list[float]] = {}
     for apps, size, x in zip(batch_apps, k, execs):
         if len(apps) == 1:
@@ -343,9 +346,7 @@ def _app_lines(batch_apps: list[frozenset[str]], k: np.ndarray, svc: np.ndarray,
     rank = {a: i for i, a in enumerate(order)}
     dearest = [max(apps, key=lambda a: rank.get(a, -1)) for apps in batch_apps]
     lines: dict[str, tuple[float, float, float, float]] = {}
-    at = np.empty_like(svc)
-    s0, s1 = _line(k, svc)
-    at[:] = s0 + s1 * k
+    at = s0 + s1 * k
     for app in order:
         mine = np.asarray([d == app for d in dearest])
         if mine.sum() < 3:  # too few batches for a line: the run's serves it
@@ -395,22 +396,15 @@ def _drained(events: Iterable[Event], model: str, start_s: float, horizon_s: int
     return sorted(per.items())
 
 
-def _learnt(events: Iterable[Event], model: str, start_ms: float) -> list[tuple[float, int, float]]:
+def _learnt(events: Iterable[Event], model: str,
+            start_ms: float) -> tuple[list[tuple[float, int, float]], list[list[str]]]:
     """The batches of ``model`` finished before ``start_ms`` that the planner's policy learnt from
     (``Follower._finished``: whole batches that ran a request), oldest first, the last
-    ``MAX_JOBS`` of them."""
-    done = sorted((ev.ts, ev.ran, ev.exec_ms) for ev in events
-                  if isinstance(ev, BatchFinished) and ev.model == model and ev.part is None and ev.ran > 0
-                  and ev.ts < start_ms)
-    return [(round(ts - start_ms, 3), k, round(x, 4)) for ts, k, x in done[-MAX_JOBS:]]
-
-
-def _learnt_apps(events: Iterable[Event], model: str, start_ms: float) -> list[list[str]]:
-    """The apps of the requests of each batch ``_learnt`` gives, in its order."""
+    ``MAX_JOBS`` of them; and the apps of each one's requests."""
     done = sorted(((ev.ts, ev.ran, ev.exec_ms), [i.app for i in ev.ran_items()]) for ev in events
                   if isinstance(ev, BatchFinished) and ev.model == model and ev.part is None and ev.ran > 0
-                  and ev.ts < start_ms)
-    return [apps for _, apps in done[-MAX_JOBS:]]
+                  and ev.ts < start_ms)[-MAX_JOBS:]
+    return [(round(ts - start_ms, 3), k, round(x, 4)) for (ts, k, x), _ in done], [apps for _, apps in done]
 
 
 def _measured(reports: list[PlannerState], field: Callable[[PlannerState], tuple[int, list[float]]],
